@@ -14,6 +14,7 @@ flavor, and the status turns READY only when Kueue's objects match.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
@@ -516,3 +517,89 @@ async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_ho
         assert "kaiwo" not in [q["metadata"]["name"] for q in remaining.items]
     finally:
         await set_default_queue_name(kube, "kaiwo")
+
+
+HOLD: Final = "kaiwo-test/hold"
+LOOKED_AGAIN: Final = "kaiwo.silogen.ai/removal-looked-at"
+
+
+async def test_a_queue_config_made_again_touches_its_previous_runs_topology_until_it_goes(
+    stack: Pipeline,
+) -> None:
+    # Decision 0200: a KaiwoQueueConfig deleted and made again waits for the previous run's
+    # Kueue objects (PreviousRunRemoving). Kueue can miss the moment to drop a Topology's
+    # finalizer, and the new one then waited for good. Now the executor touches a previous
+    # run's terminating Kueue object, and the planner hands the plan over again every 30 s
+    # while it waits. The test's own finalizer stands in for Kueue's missed moment: the
+    # Topology stays terminating until the test lets it go.
+    pipeline, kube = stack, stack.kube
+    flavor = f"kqc-{uuid.uuid4().hex[:6]}"
+    await apply_queue_config(
+        kube, queue_config_spec(flavor, "kqc-again", pipeline.namespace, topology=True)
+    )
+    first = await queue_config_where(pipeline, "the queue config READY", is_ready)
+    topology = await kube.get(resources.KUEUE_TOPOLOGY, TOPOLOGY)
+    finalizers = topology["metadata"].get("finalizers") or []
+    await kube.merge_patch(
+        resources.KUEUE_TOPOLOGY,
+        TOPOLOGY,
+        {"metadata": {"finalizers": [*finalizers, HOLD]}},
+        field_manager="kaiwo-test",
+    )
+    try:
+        await kube.delete(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+
+        async def topology_terminating() -> dict[str, Any] | Pending:
+            found = await kube.get(resources.KUEUE_TOPOLOGY, TOPOLOGY)
+            return found if found["metadata"].get("deletionTimestamp") else Pending("not yet")
+
+        await eventually(topology_terminating, what="the old Topology terminating", within=STEP)
+        await apply_queue_config(
+            kube, queue_config_spec(flavor, "kqc-again", pipeline.namespace, topology=True)
+        )
+        waiting = await queue_config_where(
+            pipeline,
+            "PreviousRunRemoving naming the Topology",
+            lambda found: TOPOLOGY in str(condition_of(found, "PreviousRunRemoving")),
+        )
+        assert waiting["metadata"]["uid"] != first["metadata"]["uid"]
+        assert waiting["status"]["status"] != "READY"
+
+        async def touched(after: str | None) -> str | Pending:
+            found = await kube.get(resources.KUEUE_TOPOLOGY, TOPOLOGY)
+            looked = (found["metadata"].get("annotations") or {}).get(LOOKED_AGAIN)
+            return looked if looked and looked != after else Pending(f"looked at {looked}")
+
+        await eventually(lambda: touched(None), what="the Topology touched", within=STEP)
+
+        async def only_the_topology_left() -> str | Pending:
+            left = {
+                kind.kind: [item["metadata"]["name"] for item in listed.items]
+                for kind in actors.KUEUE_CLUSTER_KINDS
+                if (listed := await kube.list(kind)).items
+            }
+            return "" if left == {"Topology": [TOPOLOGY]} else Pending(f"left: {left}")
+
+        await eventually(only_the_topology_left, what="the old flavor and queue gone", within=STEP)
+        # Nothing else changes from here: a touch now comes from the planner's 30 s timer.
+        since = await touched(None)
+        assert isinstance(since, str)
+        again = await eventually(
+            lambda: touched(since), what="the Topology touched again", within=STEP
+        )
+        assert again > since
+    finally:
+        with contextlib.suppress(NotFound):
+            held = await kube.get(resources.KUEUE_TOPOLOGY, TOPOLOGY)
+            left = [f for f in held["metadata"].get("finalizers") or [] if f != HOLD]
+            await kube.merge_patch(
+                resources.KUEUE_TOPOLOGY,
+                TOPOLOGY,
+                {"metadata": {"finalizers": left}},
+                field_manager="kaiwo-test",
+            )
+    settled = await queue_config_where(pipeline, "READY once the old Topology went", is_ready)
+    made = await kube.get(resources.KUEUE_TOPOLOGY, TOPOLOGY)
+    assert made["metadata"]["uid"] != topology["metadata"]["uid"]
+    assert made["metadata"]["ownerReferences"][0]["uid"] == settled["metadata"]["uid"]
+    assert "PreviousRunRemoving" not in str(settled["status"].get("conditions"))

@@ -6,20 +6,36 @@ but told as what they are: the previous run's, being removed by the garbage coll
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest_asyncio
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_executor.child_ownership import name_conflict, with_name_conflicts
+from kaiwo_executor.child_ownership import (
+    LOOKED_AGAIN_ANNOTATION,
+    kept_by_kueue,
+    name_conflict,
+    with_name_conflicts,
+)
 from kaiwo_kube import resources
+from kaiwo_kubefake import ResourceKind
 
-from tests.unit.executor.conftest import NAMESPACE, Harness
+from tests.unit.executor.conftest import (
+    KAIWO_JOB,
+    NAMESPACE,
+    NOW,
+    Harness,
+    owner_harness,
+)
 
 PREVIOUS_UID = "0000-previous-run"
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
 DATA = ObjectRef(
     api_version="v1", kind="PersistentVolumeClaim", name="train-data", namespace=NAMESPACE
 )
+IN_USE = "kueue.x-k8s.io/resource-in-use"
 RUNNING = {"status": "RUNNING", "conditions": [{"type": "Valid", "status": "True"}]}
 
 
@@ -140,3 +156,114 @@ def test_previous_runs_and_others_objects_get_a_condition_each() -> None:
         ),
     ]
     assert with_name_conflicts(marked, [], since=since) == {"status": "PENDING", "conditions": []}
+
+
+def previous_runs_topology(harness: Harness, *, uid: str) -> dict[str, Any]:
+    metadata = harness.child_metadata("hosts", owner_uid=uid)
+    del metadata["namespace"]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Topology",
+        "metadata": metadata,
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+
+
+TOPOLOGY = ResourceKind(
+    group="kueue.x-k8s.io",
+    version="v1beta1",
+    plural="topologies",
+    kind="Topology",
+    namespaced=False,
+)
+
+
+@pytest_asyncio.fixture
+async def kueue_harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    job = {
+        "apiVersion": KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": NAMESPACE},
+        "spec": {"image": "busybox:1.36"},
+    }
+    async for found in owner_harness(tmp_path, kinds=(KAIWO_JOB, TOPOLOGY), owner=job):
+        yield found
+
+
+async def test_a_previous_runs_kueue_object_kept_in_deletion_is_touched(
+    kueue_harness: Harness,
+) -> None:
+    harness = kueue_harness
+    # Decision 0200: Kueue drops its finalizer once nothing uses the object and can miss the
+    # moment; a touch makes it look again. The object stays as it is otherwise.
+    old = previous_runs_topology(harness, uid=PREVIOUS_UID)
+    old["metadata"]["finalizers"] = [IN_USE]
+    created = await harness.kube.create(old)
+    await harness.kube.delete(resources.KUEUE_TOPOLOGY, "hosts")
+    plan = harness.plan(
+        [previous_runs_topology(harness, uid=str(harness.owner.uid))], status=RUNNING
+    )
+
+    execution = await harness.run(plan, plan_id="plan-1")
+
+    touched = harness.find("kueue.x-k8s.io/v1beta1", "Topology", "hosts", namespace=None)
+    assert touched is not None
+    metadata = touched["metadata"]
+    assert metadata["annotations"] == {LOOKED_AGAIN_ANNOTATION: NOW.isoformat()}
+    assert (metadata["uid"], metadata["finalizers"]) == (created["metadata"]["uid"], [IN_USE])
+    assert [r["uid"] for r in metadata["ownerReferences"]] == [PREVIOUS_UID]
+    assert [(a.operation, a.outcome) for a in execution.actions] == [
+        ("apply", "unchanged"),
+        ("event", "applied"),  # PreviousRunRemoving, Normal
+        ("status", "applied"),
+    ]
+    assert "PreviousRunRemoving" in conditions(harness)
+
+
+def test_only_a_previous_runs_kueue_object_held_in_deletion_is_touched() -> None:
+    wanted = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Topology",
+        "metadata": {
+            "name": "hosts",
+            "ownerReferences": [
+                {
+                    "apiVersion": KAIWO_API,
+                    "kind": "KaiwoQueueConfig",
+                    "name": "kaiwo",
+                    "uid": "2222",
+                    "controller": True,
+                }
+            ],
+        },
+    }
+
+    def touched(live: dict[str, Any]) -> bool:
+        conflict = name_conflict(wanted, live)
+        return conflict is not None and kept_by_kueue(conflict, live)
+
+    kept = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Topology",
+        "metadata": {
+            "name": "hosts",
+            "deletionTimestamp": "2025-03-01T12:00:00Z",
+            "finalizers": [IN_USE],
+            "ownerReferences": [
+                {
+                    "apiVersion": KAIWO_API,
+                    "kind": "KaiwoQueueConfig",
+                    "name": "kaiwo",
+                    "uid": "1111",
+                    "controller": True,
+                }
+            ],
+        },
+    }
+    assert touched(kept)
+    assert not touched({**kept, "metadata": {**kept["metadata"], "finalizers": []}})
+    alive = {k: v for k, v in kept["metadata"].items() if k != "deletionTimestamp"}
+    assert not touched({**kept, "metadata": alive})
+    assert not touched({**kept, "apiVersion": "v1", "kind": "ConfigMap"})
+    other = {**kept["metadata"]["ownerReferences"][0], "name": "someone-else"}
+    assert not touched({**kept, "metadata": {**kept["metadata"], "ownerReferences": [other]}})

@@ -118,6 +118,25 @@ def name_conflict(
     )
 
 
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+LOOKED_AGAIN_ANNOTATION: Final = "kaiwo.silogen.ai/removal-looked-at"
+"""Set to the time on a previous run's Kueue object still being removed: the change makes
+Kueue reconcile it again (see :func:`kept_by_kueue`)."""
+
+
+def kept_by_kueue(conflict: NameConflict, live: Mapping[str, Any] | None) -> bool:
+    """Whether ``conflict`` is a previous run's Kueue object, deleted and still held by a
+    finalizer: Kueue drops its finalizers once nothing uses the object, as its own cache
+    sees it, and can miss that moment (decision 0200). Touching the object makes it look
+    again; it is the operator's own (its previous run's), so the touch takes nothing over."""
+    if not conflict.previous_run or live is None:
+        return False
+    if _group(live) != KUEUE_GROUP:
+        return False
+    metadata = live.get("metadata") or {}
+    return bool(metadata.get("deletionTimestamp")) and bool(metadata.get("finalizers"))
+
+
 def _same_owner_named(held_by: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Whether two controller references name the same kind and name (the uids differ):
     names are unique per kind and namespace, so the one held by is gone."""

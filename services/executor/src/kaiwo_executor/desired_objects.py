@@ -19,10 +19,12 @@ from kaiwo_kube import AlreadyExists, Conflict, NotFound
 from kaiwo_kube.resources import NODE, ResourceType, known_type
 
 from kaiwo_executor.child_ownership import (
+    LOOKED_AGAIN_ANNOTATION,
     NAME_CONFLICT,
     PREVIOUS_RUN_REMOVING,
     NameConflict,
     controlled_by,
+    kept_by_kueue,
     name_conflict,
     wanted_controller,
     withheld_by,
@@ -77,6 +79,8 @@ class DesiredObjects:
             if conflict is not None:
                 run.conflicts.append(conflict)
                 run.memo.objects.pop(key, None)
+                if kept_by_kueue(conflict, found[0]):
+                    await self._look_again(manifest, conflict.target)
         run.memo.name_conflict_since = (
             (run.memo.name_conflict_since or self._calls.clock()) if run.conflicts else None
         )
@@ -279,6 +283,34 @@ class DesiredObjects:
             )
         except NotFound:
             return None
+
+    async def _look_again(self, manifest: dict[str, Any], target: ObjectRef) -> None:
+        """Touch a previous run's Kueue object still being removed, so that Kueue looks at
+        it again (:func:`~kaiwo_executor.child_ownership.kept_by_kueue`). The planner hands
+        the plan over again while it waits (``kaiwo_planner.domain.queues.previous_run``);
+        a touch that fails is tried then."""
+        resource = await self._calls.resource(
+            str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        )
+        touch = {
+            "metadata": {"annotations": {LOOKED_AGAIN_ANNOTATION: self._calls.clock().isoformat()}}
+        }
+        result = await self._calls.guarded(
+            lambda: self._kube.merge_patch(
+                resource,
+                target.name,
+                touch,
+                namespace=target.namespace,
+                field_manager=FIELD_MANAGER,
+            ),
+            "apply",
+            target,
+        )
+        if isinstance(result, Failure):
+            log.warning("previous run's object not touched", target=target.display(),
+                        reason=result.message)  # fmt: skip
+        else:
+            log.info("previous run's object touched for Kueue", target=target.display())
 
     async def _tell_name_conflict(self, run: PlanRun, conflict: NameConflict) -> None:
         """Another's object holds the name: a failed apply and a Warning. An earlier

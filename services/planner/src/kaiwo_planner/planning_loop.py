@@ -61,6 +61,7 @@ from kaiwo_planner.domain.fanout import (
 from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.publication import Published
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.queues.previous_run import timer_rechecks_gaps
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
@@ -252,7 +253,8 @@ class PlanningLoop:
                 continue
             with bound_context({"owner_uid": uid, "trigger": "timer"}):
                 try:
-                    await self.plan_round((ObjectRef.of(owner),), Trigger("timer", due))
+                    why = Trigger("timer", due, reapply_gaps=timer_rechecks_gaps(owner))
+                    await self.plan_round((ObjectRef.of(owner),), why)
                 except BaseException:
                     if uid not in timers:  # try again on the next round
                         timers.arm(uid, due)

@@ -54,6 +54,7 @@ from pydantic import ValidationError
 from kaiwo_planner.domain.gpu_workload_plan import plan_gpu_root, plan_gpu_workload
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.plan_sources import with_sources
+from kaiwo_planner.domain.queues.previous_run import previous_run_recheck_at
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
 from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_GROUP,
@@ -85,7 +86,9 @@ class PlanningResult:
 
     ``replan_at``: plan this owner again at this moment at the latest, even if nothing is
     observed to change (a duration deadline, or the moment its wait for GPUs becomes long
-    enough to preempt others). ``also_replan``: other owners to plan now, because a decision
+    enough to preempt others; a KaiwoQueueConfig's only one, the next look at a previous
+    run's object it waits for, :mod:`~kaiwo_planner.domain.queues.previous_run`).
+    ``also_replan``: other owners to plan now, because a decision
     made here concerns them (expired workloads to terminate for this waiting one).
     """
 
@@ -134,7 +137,11 @@ def _plan_by_kind(
     if kind in WORKLOAD_MODELS:
         return _plan_workload(owner, WORKLOAD_MODELS[kind], context=context, now=moment)
     if kind == "KaiwoQueueConfig":
-        return PlanningResult(plan=_plan_queue_config(owner, context=context, now=moment))
+        plan = _plan_queue_config(owner, context=context, now=moment)
+        recheck = previous_run_recheck_at(
+            plan.desired, cluster=context.cluster, owner_uid=plan.owner.uid, now=moment
+        )
+        return PlanningResult(plan=plan, replan_at=recheck)
     return PlanningResult(plan=None)
 
 
