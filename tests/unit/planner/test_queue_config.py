@@ -714,13 +714,38 @@ def test_nodes_keep_the_admins_pool_labels_when_the_user_lists_flavors(make_node
     plan = plan_queue_config(
         queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
     )
+    # The model as the operator names it is asked for: the executor leaves the admin's value
+    # (decision 0110), and a node without one gets it (decision 0201).
     assert node_intents(plan) == {
         "mi300x-0": {
+            "kaiwo/gpu-model": "mi300x",
             "kaiwo/topology-block": "block-a",
             "kaiwo/topology-rack": "rack-a",
             "kaiwo/worker": "true",
         }
     }
+
+
+def test_gpu_nodes_get_the_gpu_model_label_whatever_flavors_the_user_lists(
+    make_node: Any,
+) -> None:
+    # Decision 0201: a workload's gpuModels is a node affinity on kaiwo/gpu-model. With the
+    # user's own flavors no node got the label, and such a workload's pods never scheduled.
+    nodes = [
+        make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"),
+        make_node("cpu-0", cpu="32", memory="128Gi"),
+    ]
+    spec = {
+        "resourceFlavors": [{"name": "gpus", "nodeLabels": {"kaiwo/nodepool": "gpus"}}],
+        "clusterQueues": [{"name": "kaiwo", "spec": {}}],
+    }
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    intents = node_intents(plan)
+    assert intents["mi300x-0"]["kaiwo/gpu-model"] == "mi300x"
+    assert "kaiwo/nodepool" not in intents["mi300x-0"]  # the admin's, with flavors of theirs
+    assert "kaiwo/gpu-model" not in intents["cpu-0"]
 
 
 def test_nodes_of_discovered_flavors_get_the_pool_labels(make_node: Any) -> None:

@@ -122,6 +122,36 @@ def test_a_workloads_own_hf_token_wins_over_the_namespaces(make_job, make_namesp
     assert [variable for variable in env if variable["name"] == "HF_TOKEN"] == [own_token]
 
 
+def test_a_containers_own_hf_token_wins_over_the_namespaces(make_job, make_namespace_config):
+    # Decision 0201: the namespace's token replaced a token a container of spec.job named.
+    own_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "mine", "key": "t"}}}
+    namespace_token = {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}},
+    }
+    config = make_namespace_config(
+        {"credentials": {"huggingFaceToken": {"secretName": "hf", "secretKey": "t"}}}
+    )
+    containers = [
+        {"name": "main", "image": "busybox:1.36", "env": [own_token]},
+        {"name": "sidecar", "image": "busybox:1.36"},
+    ]
+    job_spec = {"template": {"spec": {"containers": containers}}}
+
+    (job,) = plan_children(
+        workload=make_job({"job": {"spec": job_spec}}),
+        allocation=NO_GPUS,
+        config=None,
+        namespace_config=config,
+    ).desired
+
+    tokens = [
+        [variable for variable in container["env"] if variable["name"] == "HF_TOKEN"]
+        for container in job["spec"]["template"]["spec"]["containers"]
+    ]
+    assert tokens == [[own_token], [namespace_token]]
+
+
 def test_kaiwo_jobs_get_no_route_but_do_get_the_pull_secrets(make_job, make_namespace_config):
     config = make_namespace_config(
         {"gateway": {"name": "gw"}, "images": {"imagePullSecrets": ["r"]}}

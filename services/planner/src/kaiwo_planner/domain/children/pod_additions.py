@@ -79,12 +79,25 @@ def secret_volumes_and_mounts(
 def workload_env(
     inputs: WorkloadInputs, namespace: NamespaceSettings
 ) -> tuple[Mapping[str, Any], ...]:
-    """``spec.env``, then ``HF_HOME`` for the HF cache, then the namespace's ``HF_TOKEN``."""
-    env: list[Mapping[str, Any]] = [*inputs.env, *storage_env(inputs.storage)]
+    """``spec.env``, then ``HF_HOME`` for the HF cache, then the namespace's ``HF_TOKEN``:
+    the download job's variables."""
+    return (*_own_env(inputs), *namespace_env(inputs, namespace))
+
+
+def _own_env(inputs: WorkloadInputs) -> tuple[Mapping[str, Any], ...]:
+    return (*inputs.env, *storage_env(inputs.storage))
+
+
+def namespace_env(
+    inputs: WorkloadInputs, namespace: NamespaceSettings
+) -> tuple[Mapping[str, Any], ...]:
+    """The namespace's ``HF_TOKEN`` (AIMNamespaceConfig), unless ``spec.env`` sets one: a
+    credential the workload names itself wins (a container's own too, see
+    :attr:`~kaiwo_planner.domain.children.pod_template.PodAdditions.fallback_env`)."""
     token = hf_token_env(namespace)
-    if token is not None and all(v.get("name") != HF_TOKEN_ENV for v in inputs.env):
-        env.append(token)
-    return tuple(env)
+    if token is None or any(v.get("name") == HF_TOKEN_ENV for v in inputs.env):
+        return ()
+    return (token,)
 
 
 def image_pull_secrets(inputs: WorkloadInputs, namespace: NamespaceSettings) -> tuple[str, ...]:
@@ -119,7 +132,8 @@ def pod_additions(
             preferred_topology=inputs.preferred_topology,
         ),
         image_pull_secrets=image_pull_secrets(inputs, namespace),
-        env=workload_env(inputs, namespace),
+        env=_own_env(inputs),
+        fallback_env=namespace_env(inputs, namespace),
         volumes=(*storage_volumes(inputs.identity.name, inputs.storage), *secret_volumes),
         volume_mounts=(*storage_mounts(inputs.storage), *secret_mounts),
         gpu_models=inputs.gpu_models,

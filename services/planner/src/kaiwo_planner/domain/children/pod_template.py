@@ -93,6 +93,10 @@ class PodAdditions:
     topology_annotations: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: Sequence[str] = ()
     env: Sequence[Mapping[str, Any]] = ()
+    fallback_env: Sequence[Mapping[str, Any]] = ()
+    """Variables a container gets only when it sets none of that name itself: the
+    namespace's ``HF_TOKEN``, which must not replace a token a container names (decision
+    0201). ``env`` replaces a container's variable of the same name (``spec.env`` wins)."""
     volumes: Sequence[Mapping[str, Any]] = ()
     volume_mounts: Sequence[Mapping[str, Any]] = ()
     gpu_models: Sequence[str] = ()
@@ -166,7 +170,11 @@ def _complete_container(
     )
     if mounts:
         result["volumeMounts"] = mounts
-    env = merge_by_key(result.get("env") or [], [*additions.env, *allocation_env], key="name")
+    own = {variable.get("name") for variable in result.get("env") or ()}
+    fallback = [variable for variable in additions.fallback_env if variable.get("name") not in own]
+    env = merge_by_key(
+        result.get("env") or [], [*additions.env, *fallback, *allocation_env], key="name"
+    )
     if env:
         result["env"] = env
     if main and not result.get("image"):

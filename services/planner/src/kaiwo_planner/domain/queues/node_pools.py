@@ -227,11 +227,12 @@ def node_changes(
     carry, by node name.
 
     Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it,
-    and never replaces a label value that another manager wrote. ``kaiwo/nodepool`` and
-    ``kaiwo/gpu-model`` go only to the nodes of ``pools_in_force`` (None: every pool), the
-    pools whose discovered flavors are in force: with flavors of the user's own, those labels
-    are the admin's to set (the API reference's example flavor selects
-    ``kaiwo/nodepool: amd-gpu-nodes``).
+    and never replaces a label value that another manager wrote. ``kaiwo/nodepool`` goes only
+    to the nodes of ``pools_in_force`` (None: every pool), the pools whose discovered flavors
+    are in force: with flavors of the user's own, it is the admin's to set (the API
+    reference's example flavor selects ``kaiwo/nodepool: amd-gpu-nodes``). ``kaiwo/gpu-model``
+    goes to every GPU node: a workload's ``gpuModels`` selects it whatever flavors the queue
+    config lists (decision 0201).
     """
     in_force = None if pools_in_force is None else frozenset(pools_in_force)
     taint = gpu_taint(gpu_taint_key)
@@ -245,8 +246,8 @@ def node_changes(
         }
         if in_force is None or shape.pool_name in in_force:
             labels[NODEPOOL_LABEL] = shape.pool_name
-            if shape.has_gpus:
-                labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
+        if shape.has_gpus:
+            labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
         partial: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
