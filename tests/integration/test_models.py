@@ -32,6 +32,7 @@ from tests.integration.pipeline.harness import Pending, Pipeline, eventually
 from tests.integration.pipeline.model_actors import (
     a_model,
     apply_models_config,
+    bound_cache_volume,
     condition,
     is_ready,
     model,
@@ -557,6 +558,7 @@ async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leav
     assert found["metadata"]["finalizers"] == ["kubeai.org/cache-eviction"]
     assert await model_pods(kube, namespace, "cached") == []
 
+    await bound_cache_volume(pipeline)
     await pipeline.jobs.pod_succeeded("load-cache-cached", namespace=namespace)
     found = await serving(pipeline, "cached", 1)
     assert found["status"]["cache"] == {"loaded": True, "volumeUID": volume["metadata"]["uid"]}
@@ -599,6 +601,49 @@ async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leav
     await eventually(owned_gone, what="everything the Model owned collected", within=60)
     # The cache volume is shared: it stays for the other Models of the profile.
     assert await pipeline.child(resources.PERSISTENT_VOLUME_CLAIM, "shared-model-cache-shared")
+
+
+async def test_a_model_whose_cache_volume_never_binds_says_so_and_goes_when_deleted(
+    shared_pipeline: Pipeline, models_config: None, finalizers_released: None
+) -> None:
+    """Upstream's issue 286 (decision 0202): a storage class that does not exist leaves the
+    cache volume Pending; the Model said it was loading for good and, deleted, waited for an
+    eviction whose pod could never run. Nothing was ever written to a volume never bound."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "unbound",
+            namespace,
+            url="s3://models/qwen",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            cacheProfile="unbound",
+            minReplicas=1,
+        )
+    )
+    await pipeline.appears(resources.JOB, "load-cache-unbound")
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await model(pipeline, "unbound")
+        loaded = condition(found, "CacheLoaded") or {}
+        return found if loaded.get("reason") == "VolumeNotBound" else Pending(f"{loaded}")
+
+    waiting = await eventually(told, what="CacheLoaded saying the volume is not bound")
+    assert "shared-model-cache-unbound" in (condition(waiting, "CacheLoaded") or {})["message"]
+    assert waiting["metadata"]["finalizers"] == ["kubeai.org/cache-eviction"]
+
+    await kube.delete(resources.KUBEAI_MODEL, "unbound", namespace=namespace)
+
+    async def gone() -> bool | Pending:
+        try:
+            await model(pipeline, "unbound")
+        except NotFound:
+            return True
+        return Pending("the Model still exists")
+
+    await eventually(gone, what="the Model deleted with nothing to evict", within=60)
+    assert await pipeline.child(resources.JOB, "evict-cache-unbound") is None
 
 
 async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_stays(
@@ -661,6 +706,7 @@ async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_st
             field_manager="kubectl-edit",
         )
 
+    await bound_cache_volume(pipeline)
     await pipeline.jobs.pod_succeeded("load-cache-recached", namespace=namespace)
     found = await serving(pipeline, "recached", 1)
     assert found["metadata"]["finalizers"] == ["kubeai.org/cache-eviction"]
@@ -721,6 +767,7 @@ async def test_a_cache_added_to_a_serving_model_keeps_its_pods_serving_until_loa
         p["metadata"]["uid"] for p in old
     ]
 
+    await bound_cache_volume(pipeline)
     await pipeline.jobs.pod_succeeded("load-cache-latecached", namespace=namespace)
     before = {p["metadata"]["labels"]["pod-hash"] for p in old}
     pods = await eventually(

@@ -12,6 +12,7 @@ from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.subjects import scale_subject
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from kaiwo_sandbox.volumes import volume_for
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually
@@ -27,6 +28,8 @@ resourceProfiles:
 cacheProfiles:
   shared:
     sharedFilesystem: {storageClassName: nfs-rwx}
+  unbound:
+    sharedFilesystem: {storageClassName: no-such-class}
 """
 
 
@@ -113,6 +116,25 @@ async def run_pods(
             )
             started += 1
     return started
+
+
+async def bound_cache_volume(pipeline: Pipeline, profile: str = "shared") -> dict[str, Any]:
+    """The profile's shared cache volume, bound as a provisioner binds it: a volume reserved
+    for the claim, which the real volume controller binds. A load Job's pod runs only on a
+    bound volume; one never bound holds no files (decision 0202)."""
+    name = f"shared-model-cache-{profile}"
+    claim = await pipeline.appears(resources.PERSISTENT_VOLUME_CLAIM, name)
+    with contextlib.suppress(AlreadyExists):
+        await pipeline.kube.create(volume_for(claim))
+
+    async def bound() -> dict[str, Any] | Pending:
+        found = await pipeline.kube.get(
+            resources.PERSISTENT_VOLUME_CLAIM, name, namespace=pipeline.namespace
+        )
+        phase = (found.get("status") or {}).get("phase")
+        return found if phase == "Bound" else Pending(f"phase {phase}")
+
+    return await eventually(bound, what=f"{name} bound")
 
 
 async def serving(pipeline: Pipeline, name: str, replicas: int) -> dict[str, Any]:

@@ -347,6 +347,30 @@ def test_files_are_a_configmap_mounted_at_their_paths() -> None:
     ]
 
 
+def test_two_paths_of_one_upstream_key_each_keep_their_own_content() -> None:
+    # Decision 0203: /etc/a_b and /etc/a/b both became the key _etc_a_b (as upstream's), and
+    # both mounts showed one of the two contents. Each now gets the key and its path's hash.
+    files = [
+        {"path": "/etc/a_b", "content": "first"},
+        {"path": "/etc/a/b", "content": "second"},
+        {"path": "/etc/c", "content": "alone"},
+    ]
+
+    plan = plan_for(model({**BASE, "files": files, "replicas": 1}))
+
+    assert only(plan, "ConfigMap")["data"] == {
+        "_etc_a_b-a0989f29": "first",
+        "_etc_a_b-d79f19ac": "second",
+        "_etc_c": "alone",
+    }
+    mounts = only(plan, "Pod")["spec"]["containers"][0]["volumeMounts"]
+    assert [(m["mountPath"], m["subPath"]) for m in mounts[1:]] == [
+        ("/etc/a/b", "_etc_a_b-d79f19ac"),
+        ("/etc/a_b", "_etc_a_b-a0989f29"),
+        ("/etc/c", "_etc_c"),
+    ]
+
+
 def test_new_file_content_rolls_the_pods_as_a_new_path_does() -> None:
     """A file is a ``subPath`` mount, never refreshed in a running Pod: new content reaches
     the server only in a new Pod."""
@@ -702,6 +726,39 @@ def test_an_eviction_under_way_keeps_its_job_as_made_when_the_configuration_chan
 def test_without_the_volume_the_finalizer_goes_at_once() -> None:
     plan = plan_for(deleting(), CACHE_CONFIG)
     assert (plan.finalizers, desired(plan, "Job")) == ((), [])
+
+
+def test_a_cache_volume_never_bound_holds_no_files_and_keeps_no_finalizer() -> None:
+    # Upstream's issue 286 (decision 0202): a storage class that does not exist left the
+    # claim Pending, and the Model stuck on its finalizer with the evict Job's pod Pending.
+    pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
+    plan = plan_for(deleting(), CACHE_CONFIG, pending)
+    assert (plan.finalizers, desired(plan, "Job")) == ((), [])
+    evicted = condition(plan, "CacheEvicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"], evicted["message"]) == (
+        "True",
+        "NothingCached",
+        "PersistentVolumeClaim shared-model-cache-fast was never bound: no files to remove",
+    )
+
+
+def test_a_load_waiting_for_its_volume_to_bind_says_so() -> None:
+    pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
+    plan = plan_for(model(CACHED, finalizers=["kubeai.org/cache-eviction"]), CACHE_CONFIG, pending)
+    assert desired(plan, "Job") == [expected("cached_gs_load_job")]
+    loading = condition(plan, "CacheLoaded")
+    assert loading is not None
+    assert (loading["reason"], loading["message"]) == (
+        "VolumeNotBound",
+        "Job load-cache-llm loads the files once PersistentVolumeClaim "
+        "shared-model-cache-fast is bound; it is Pending (if it stays so, see its Events: a "
+        "storage class that does not exist?)",
+    )
+    bound = plan_for(
+        model(CACHED, finalizers=["kubeai.org/cache-eviction"]), CACHE_CONFIG, CACHE_PVC
+    )
+    assert condition(bound, "CacheLoaded")["reason"] == "Loading"  # type: ignore[index]
 
 
 def test_a_failed_eviction_keeps_the_finalizer_and_says_how_to_let_go() -> None:

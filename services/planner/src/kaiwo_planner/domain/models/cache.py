@@ -103,6 +103,14 @@ def cache_volume_manifest(
     }
 
 
+def never_bound(volume: Mapping[str, Any] | None) -> bool:
+    """Whether a PersistentVolumeClaim has not been bound yet (``Pending``): nothing was ever
+    written to it. A claim goes from ``Pending`` to ``Bound`` once and never back; one whose
+    storage class waits for its first consumer stays ``Pending`` until a pod using it is
+    scheduled, and one whose storage class does not exist, for good."""
+    return ((volume or {}).get("status") or {}).get("phase") == "Pending"
+
+
 def cache_pod_volume(profile: str) -> dict[str, Any]:
     return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_volume(profile)}}
 

@@ -13,7 +13,12 @@ from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
 
 from kaiwo_planner.domain.children.job_changes import existing_job_update
-from kaiwo_planner.domain.models.cache import JobState, evict_job_manifest, job_outcome
+from kaiwo_planner.domain.models.cache import (
+    JobState,
+    evict_job_manifest,
+    job_outcome,
+    never_bound,
+)
 from kaiwo_planner.domain.models.cache_jobs import job_settings
 from kaiwo_planner.domain.models.model_parts import (
     ModelParts,
@@ -52,6 +57,21 @@ def deleting_parts(
     )
     if profile is None or volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
         parts.finalizers = ()
+        return parts
+    if never_bound(volume):
+        # Upstream's issue 286: a volume that never bound (no such storage class) held the
+        # Model on its finalizer for good, the evict Job's pod Pending beside it. Nothing was
+        # ever written to it: there is nothing to evict.
+        parts.finalizers = ()
+        parts.conditions.append(
+            ConditionSpec(
+                CACHE_EVICTED,
+                "True",
+                "NothingCached",
+                f"PersistentVolumeClaim {cache_volume(profile)} was never bound: no files to "
+                "remove",
+            )
+        )
         return parts
     job = evict_job(identity.name)
     observed_job = cluster.child_of(identity.uid or "", kind="Job", name=job)

@@ -17,6 +17,7 @@ from kaiwo_planner.domain.models.cache import (
     JobState,
     cache_volume_manifest,
     job_outcome,
+    never_bound,
 )
 from kaiwo_planner.domain.models.model_parts import BuiltModel, ModelParts, ObservedModel, pod_ref
 from kaiwo_planner.domain.models.names import cache_volume, load_job
@@ -115,7 +116,8 @@ def _cache(
     update = existing_job_update(built.load_job, observed_job)
     if not update.not_applied:
         parts.desired.append(built.load_job)
-        parts.conditions.append(_loading(outcome, job=job))
+        unbound = _unbound_volume(cluster, namespace=namespace, profile=cache.profile)
+        parts.conditions.append(_loading(outcome, job=job, unbound=unbound))
     elif outcome.state is JobState.FAILED:
         # Not desired: pruned, and the next plan makes it again from the edited spec. The
         # edit is most often the fix of what made it fail (a token, an endpoint).
@@ -138,7 +140,7 @@ def _live_volume_uid(cluster: ClusterState, *, namespace: str, profile: str) -> 
     return str(metadata.get("uid") or "")
 
 
-def _loading(outcome: JobOutcome, *, job: str) -> ConditionSpec:
+def _loading(outcome: JobOutcome, *, job: str, unbound: str | None) -> ConditionSpec:
     if outcome.state is JobState.FAILED:
         return ConditionSpec(
             CACHE_LOADED,
@@ -146,7 +148,26 @@ def _loading(outcome: JobOutcome, *, job: str) -> ConditionSpec:
             "LoadFailed",
             f"Job {job} failed ({outcome.message}); see its logs, and delete it to try again",
         )
+    if unbound is not None:
+        # Upstream's issue 286: with a storage class that does not exist the claim stays
+        # Pending, and the Model said it was loading for good.
+        return ConditionSpec(
+            CACHE_LOADED,
+            "False",
+            "VolumeNotBound",
+            f"Job {job} loads the files once PersistentVolumeClaim {unbound} is bound; it is "
+            "Pending (if it stays so, see its Events: a storage class that does not exist?)",
+        )
     return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
+
+
+def _unbound_volume(cluster: ClusterState, *, namespace: str, profile: str) -> str | None:
+    """The name of the profile's shared volume while it is not bound, else None."""
+    name = cache_volume(profile)
+    volume = cluster.find_object(
+        group="", kind="PersistentVolumeClaim", name=name, namespace=namespace
+    )
+    return name if never_bound(volume) else None
 
 
 def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
