@@ -71,3 +71,40 @@ async def test_every_choice_of_an_endpoint_is_asked_with_the_models_settings() -
 
     assert choice.endpoint.key == "team-a/p1"
     assert balancer.asked == [{"strategy": "PrefixHash", "replication": 7, "mean_load_factor": 150}]
+
+
+async def test_a_prefix_spilled_off_its_home_endpoint_is_counted_as_such() -> None:
+    # Upstream counts the ring's first endpoint ("initial") apart from the one chosen
+    # ("final"); here one counter says whether the chosen one was the prefix's home.
+    balancing = {"strategy": "PrefixHash", "prefixHash": PREFIX_HASH}
+    catalog = catalog_with(
+        model_object("llm", uid="m1", loadBalancing=balancing),
+        pod_object("p1", model="llm", model_uid="m1", ip="10.0.0.1"),
+        pod_object("p2", model="llm", model_uid="m1", ip="10.0.0.2"),
+    )
+    metrics = GatewayMetrics()
+    waiter = EndpointWaiter(
+        catalog=catalog, balancer=Balancer(), metrics=metrics, load=LoadTracking()
+    )
+    [model] = catalog.models()
+    route = Route(model=model, adapter=None)
+
+    # Not released: with two endpoints and a factor of 150 the home takes two, then (three
+    # in flight, at most ceil(1.5 * 3 / 2) = 3 each) a third, then the fourth spills.
+    chosen = [
+        (await waiter.endpoint_for(route, prefix="hello", exclude=set(), wait_seconds=0))
+        for _ in range(4)
+    ]
+
+    home = chosen[0].endpoint.key
+    assert [c.endpoint.key == home for c in chosen] == [True, True, True, False]
+    exposed = metrics.registry.exposition().decode()
+    other = ({"team-a/p1", "team-a/p2"} - {home}).pop()
+    assert (
+        f'kaiwo_gateway_endpoint_choices_total{{endpoint="{home}",fallback="false",home="true",'
+        'model="llm",namespace="team-a",strategy="PrefixHash"} 3.0'
+    ) in exposed
+    assert (
+        f'kaiwo_gateway_endpoint_choices_total{{endpoint="{other}",fallback="false",home="false",'
+        'model="llm",namespace="team-a",strategy="PrefixHash"} 1.0'
+    ) in exposed

@@ -198,6 +198,7 @@ class EndpointWaiter:
                 model=model.name,
                 endpoint=choice.endpoint.key,
                 strategy=model.strategy,
+                home="true" if choice.endpoint.key == choice.first else "false",
                 fallback="true" if choice.fallback else "false",
             ).inc()
         return choice

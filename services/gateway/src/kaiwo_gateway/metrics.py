@@ -39,9 +39,11 @@ class GatewayMetrics:
         )
         self.endpoint_choices = self.registry.counter(
             "gateway_endpoint_choices",
-            "Endpoints chosen, by strategy; fallback=true when PrefixHash found none under the "
-            "load bound",
-            ("namespace", "model", "endpoint", "strategy", "fallback"),
+            "Endpoints chosen, by strategy; home=false when the endpoint is not the first the "
+            "strategy looked at (PrefixHash: the prefix spilled off its endpoint on the ring, "
+            "upstream's hash lookup 'initial' against 'final'); fallback=true when PrefixHash "
+            "found none under the load bound",
+            ("namespace", "model", "endpoint", "strategy", "home", "fallback"),
         )
         self.messages = self.registry.counter(
             "gateway_messenger_messages",
