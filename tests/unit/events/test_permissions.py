@@ -313,6 +313,13 @@ def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
         reader_identity(name)
 
 
+def test_no_reader_takes_the_name_of_an_identity_of_the_operator() -> None:
+    # The console's was missing: a reader "console" replaced the console's key.
+    for identity in operator_identities(bus_topology()):
+        with pytest.raises(ValueError, match="taken by the operator"):
+            reader_identity(identity.name)
+
+
 def test_the_operator_identities_are_admin_services_gateway_console_cli_and_subscriber() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 

@@ -189,6 +189,12 @@ def write_credentials(
     configuration (that is how credentials are rotated). ``keep_existing`` keeps the key of
     an identity whose seed file is there already (to add a reader without rotating).
     """
+    names = [identity.name for identity in identities]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        # One seed file per name: the second would replace the first's key, and the first
+        # identity's holder would run with the second's rights (a reader named "console").
+        raise ValueError(f"two identities named {', '.join(map(repr, twice))}")
     private_directory(directory)
     issued = [
         read_seed(seed_file, identity)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from kaiwo_contracts.events.identity_names import (
     ADMIN,
     CLI,
+    CONSOLE,
     EVENT_STREAMS,
     GATEWAY,
     OPERATOR_CONSUMER_PREFIXES,
@@ -182,7 +183,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     Consumers are granted by name because a subject wildcard matches whole tokens only: a
     right to create consumers of any name would let it reconfigure or drain the operator's.
     """
-    operator_names = (ADMIN, CLI, GATEWAY, SUBSCRIBER, *SERVICES)
+    operator_names = (ADMIN, CLI, CONSOLE, GATEWAY, SUBSCRIBER, *SERVICES)
     if name in operator_names or name.startswith(OPERATOR_CONSUMER_PREFIXES):
         raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
     chosen = tuple(streams)
