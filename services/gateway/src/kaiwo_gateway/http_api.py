@@ -376,12 +376,22 @@ class Gateway:
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
                 tried.add(endpoint.key)
                 self.metrics.retries.labels(namespace=model.namespace, model=model.name).inc()
-                log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
+                log.info(
+                    "endpoint refused the connection",
+                    model_uid=model.uid,
+                    endpoint=endpoint.key,
+                    error=str(error),
+                )
                 continue
             except aiohttp.ClientError as error:
                 # Bytes may have reached the server (work done): not sent again.
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
-                log.warning("the model server failed", endpoint=endpoint.key, error=str(error))
+                log.warning(
+                    "the model server failed",
+                    model_uid=model.uid,
+                    endpoint=endpoint.key,
+                    error=str(error),
+                )
                 raise OpenAIError(502, model_server_failed(error), kind="server_error") from error
             try:
                 return await relay(request, upstream)

@@ -367,10 +367,20 @@ class Messenger:
                 self.gateway.metrics.retries.labels(
                     namespace=model.namespace, model=model.name
                 ).inc()
-                log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
+                log.info(
+                    "endpoint refused the connection",
+                    model_uid=model.uid,
+                    endpoint=endpoint.key,
+                    error=str(error),
+                )
                 continue
             except (aiohttp.ClientError, TimeoutError) as error:
-                log.warning("the model server failed", endpoint=endpoint.key, error=repr(error))
+                log.warning(
+                    "the model server failed",
+                    model_uid=model.uid,
+                    endpoint=endpoint.key,
+                    error=repr(error),
+                )
                 return failure(502, model_server_failed(error))
             finally:
                 balancer.release(group=model.uid, endpoint=endpoint.key)
