@@ -67,6 +67,23 @@ def test_compose_publishes_nats_on_loopback_only_and_configures_its_users() -> N
     assert recorder["depends_on"]["postgres"] == {"condition": "service_healthy"}
 
 
+def test_compose_gives_the_console_the_event_stores_read_only_role() -> None:
+    [compose] = documents(DEPLOY / "compose" / "compose.yaml")
+    services = compose["services"]
+    console = services["console"]["environment"]["KAIWO_EVENTSTORE_URL"]
+    recorder = services["recorder"]["environment"]["KAIWO_EVENTSTORE_URL"]
+
+    assert console.startswith("postgresql://kaiwo_reader:")
+    assert recorder.startswith("postgresql://kaiwo:")
+    # Made with the database, by the dev overlay's script (one script for both).
+    postgres = services["postgres"]
+    assert "../k8s/overlays/dev/postgresql-init:/docker-entrypoint-initdb.d:ro" in (
+        postgres["volumes"]
+    )
+    assert "KAIWO_READER_PASSWORD" in postgres["environment"]
+    assert (DEPLOY / "k8s" / "overlays" / "dev" / "postgresql-init" / "kaiwo-reader.sh").is_file()
+
+
 def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administrator() -> None:
     [compose] = documents(DEPLOY / "compose" / "compose.yaml")
     services = compose["services"]

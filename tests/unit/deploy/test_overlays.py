@@ -7,6 +7,8 @@ no such name. Whether the API server accepts them: tests/integration/deploy."""
 
 from __future__ import annotations
 
+import base64
+
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,48 @@ def test_dev_brings_postgresql_and_the_recorder_reads_its_url_from_the_secret(de
     assert dev[("Service", "kaiwo-postgresql")]["spec"]["ports"] == [
         {"name": "postgresql", "port": 5432}
     ]
+
+
+def test_the_console_reads_the_event_store_as_a_role_that_may_only_select(
+    dev: Any, production: Any
+) -> None:
+    # The console held the recorder's login (create tables, insert): it only reads.
+    for objects, recorder_secret, reader_secret in (
+        (dev, "kaiwo-eventstore-", "kaiwo-eventstore-reader-"),
+        (production, "kaiwo-eventstore", "kaiwo-eventstore-reader"),
+    ):
+        console = env_of(objects[("Deployment", "kaiwo-console")])["KAIWO_EVENTSTORE_URL"]
+        recorder = env_of(objects[("Deployment", "kaiwo-recorder")])["KAIWO_EVENTSTORE_URL"]
+        assert console["secretKeyRef"]["name"].startswith(reader_secret)
+        assert recorder["secretKeyRef"]["name"].startswith(recorder_secret)
+        assert not recorder["secretKeyRef"]["name"].startswith(reader_secret)
+    [reader] = [
+        o for (kind, name), o in dev.items() if name.startswith("kaiwo-eventstore-reader-")
+    ]
+    assert base64.b64decode(reader["data"]["url"]).decode().startswith(
+        "postgresql://kaiwo_reader:"
+    )
+    # The dev PostgreSQL makes the role with the database.
+    postgresql = pod_spec(dev[("StatefulSet", "kaiwo-postgresql")])
+    [container] = postgresql["containers"]
+    assert "KAIWO_READER_PASSWORD" in env_of(dev[("StatefulSet", "kaiwo-postgresql")])
+    assert {"name": "init", "mountPath": "/docker-entrypoint-initdb.d", "readOnly": True} in (
+        container["volumeMounts"]
+    )
+    [init] = [v for v in postgresql["volumes"] if v["name"] == "init"]
+    [config_map] = [
+        o for (kind, name), o in dev.items() if name == init["configMap"]["name"]
+    ]
+    assert sorted(config_map["data"]) == ["kaiwo-reader.psql", "kaiwo-reader.sh"]
+
+
+def test_the_eventstore_reader_secret_template_documents_the_key_the_console_reads() -> None:
+    template = Path(__file__).resolve().parents[3] / (
+        "deploy/k8s/overlays/production/eventstore-reader-secret.template.yaml"
+    )
+    [secret] = yaml.safe_load_all(template.read_text())
+    assert secret["metadata"] == {"name": "kaiwo-eventstore-reader", "namespace": "kaiwo-system"}
+    assert list(secret["stringData"]) == ["url"]
 
 
 def test_production_runs_nats_as_a_three_node_cluster_with_three_copies(production: Any) -> None:
