@@ -345,8 +345,9 @@ async def test_label_selectors_decide_which_models_a_tenant_sees(stack: Stack) -
     assert [m.id for m in (await other.models.list()).data] == []
     with pytest.raises(openai.NotFoundError):
         await other.completions.create(model="beta", prompt="x")
-    with pytest.raises(openai.BadRequestError, match="label selector"):
+    with pytest.raises(openai.BadRequestError, match="X-Label-Selector: label selector") as bad:
         await stack.client(**{"X-Label-Selector": "tenant in ()"}).models.list()
+    assert bad.value.param == "X-Label-Selector"
 
 
 async def test_a_rerank_is_proxied_and_marked_as_upstream_marks_its_answers(

@@ -483,6 +483,7 @@ async def a_model_with_adapters_rolled_and_a_cached_one_deleted(p: Pipeline) -> 
     )
     await p.appears(resources.JOB, "load-cache-cached")
     await a_model_scaled_from_zero_by_a_decision(p)
+    await models.bound_cache_volume(p)  # a load pod runs on a bound volume only (0202)
     await p.jobs.pod_succeeded("load-cache-cached", namespace=ns)
     await models.serving(p, "cached", 1)
     await p.kube.delete(resources.KUBEAI_MODEL, "cached", namespace=ns)

@@ -427,7 +427,10 @@ def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
     try:
         return parse_selectors(headers.getall(LABEL_SELECTOR_HEADER, []))
     except SelectorError as error:
-        raise bad_request(str(error)) from error
+        # Named: the refusal is about a header, which no body field says.
+        raise bad_request(
+            f"{LABEL_SELECTOR_HEADER}: {error}", param=LABEL_SELECTOR_HEADER
+        ) from error
 
 
 async def _mark_proxied(request: web.Request, response: web.StreamResponse) -> None:
