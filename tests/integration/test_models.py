@@ -531,6 +531,19 @@ async def test_a_files_new_content_reaches_the_servers_through_new_pods(
     await kube.delete(resources.KUBEAI_MODEL, "templated", namespace=namespace)
 
 
+async def deleted(pipeline: Pipeline, name: str, *, what: str) -> None:
+    """Wait until the Model ``name`` is gone (its finalizer dropped)."""
+
+    async def gone() -> bool | Pending:
+        try:
+            await model(pipeline, name)
+        except NotFound:
+            return True
+        return Pending(f"the Model {name} still exists")
+
+    await eventually(gone, what=what, within=60)
+
+
 async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leaves_nothing(
     shared_pipeline: Pipeline, models_config: None, finalizers_released: None
 ) -> None:
@@ -578,14 +591,7 @@ async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leav
     assert (await model(pipeline, "cached"))["metadata"]["deletionTimestamp"]
     await pipeline.jobs.pod_succeeded("evict-cache-cached", namespace=namespace)
 
-    async def gone() -> bool | Pending:
-        try:
-            await model(pipeline, "cached")
-        except NotFound:
-            return True
-        return Pending("the Model still exists")
-
-    await eventually(gone, what="the Model deleted once evicted", within=60)
+    await deleted(pipeline, "cached", what="the Model deleted once evicted")
 
     async def owned_gone() -> bool | Pending:
         left = []
@@ -635,14 +641,7 @@ async def test_a_model_whose_cache_volume_never_binds_says_so_and_goes_when_dele
 
     await kube.delete(resources.KUBEAI_MODEL, "unbound", namespace=namespace)
 
-    async def gone() -> bool | Pending:
-        try:
-            await model(pipeline, "unbound")
-        except NotFound:
-            return True
-        return Pending("the Model still exists")
-
-    await eventually(gone, what="the Model deleted with nothing to evict", within=60)
+    await deleted(pipeline, "unbound", what="the Model deleted with nothing to evict")
     assert await pipeline.child(resources.JOB, "evict-cache-unbound") is None
 
 
@@ -715,14 +714,7 @@ async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_st
     await pipeline.appears(resources.JOB, "evict-cache-recached")
     await pipeline.jobs.pod_succeeded("evict-cache-recached", namespace=namespace)
 
-    async def gone() -> bool | Pending:
-        try:
-            await model(pipeline, "recached")
-        except NotFound:
-            return True
-        return Pending("the Model still exists")
-
-    await eventually(gone, what="the Model deleted once evicted", within=60)
+    await deleted(pipeline, "recached", what="the Model deleted once evicted")
 
 
 async def test_a_cache_added_to_a_serving_model_keeps_its_pods_serving_until_loaded(

@@ -235,6 +235,16 @@ def test_a_model_list_round_trips() -> None:
             ("spec", "resourceProfile"),
             'must look like "<resource-profile>:<count>", for example "amd-gpu-mi300x:1"',
         ),
+        (
+            {"resourceProfile": "cpu:" + "1" * 5000},  # past Python's 4,300 digits too
+            ("spec", "resourceProfile"),
+            "the count must be at most 999999999",
+        ),
+        (
+            {"resourceProfile": "cpu:1000000000"},
+            ("spec", "resourceProfile"),
+            "the count must be at most 999999999",
+        ),
         ({"gpus": 1}, ("spec", "gpus"), "Extra inputs are not permitted"),
         (
             {"loadBalancing": {"prefixHash": {"replication": 0}}},

@@ -58,6 +58,24 @@ def test_a_burst_while_waiting_to_scale_down_resets_the_delay() -> None:
     assert (again.replicas, again.state.fewer_wanted_since) == (None, T0 + 4 * TICK)
 
 
+def test_a_delay_longer_than_a_timedelta_holds_means_never_and_raises_nothing() -> None:
+    # scaleDownDelaySeconds has no maximum in the CRD: 1e14 s overflowed a timedelta at every
+    # tick that did not scale up, and the autoscaler (the gateway of every Model) stopped.
+    spec = ScalingSpec(replicas=2, target_requests=10, scale_down_delay_seconds=10**14)
+    state = ScalingState.starting(size=1)
+    for step in range(3):
+        decision = decide_scale(spec, state, active_requests=0, now=T0 + step * TICK)
+        state = decision.state
+        assert decision.replicas is None
+    # A century at most: still waiting after 99 years, down after 101.
+    later = decide_scale(spec, state, active_requests=0, now=T0 + timedelta(days=99 * 365))
+    assert later.replicas is None
+    assert (
+        decide_scale(spec, state, active_requests=0, now=T0 + timedelta(days=101 * 365)).replicas
+        == 0
+    )
+
+
 def test_bounds_hold_and_a_disabled_model_is_left_alone() -> None:
     bounded = ScalingSpec(replicas=2, min_replicas=2, max_replicas=4, target_requests=1)
     assert (

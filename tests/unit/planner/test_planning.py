@@ -1956,6 +1956,28 @@ def test_localqueues_exist_where_workloads_use_an_open_queue(gpu_nodes):
     assert plan.status is not None and plan.status["status"] == "PENDING"
 
 
+def test_a_workload_waiting_on_an_invalid_queue_config_is_told_so(cluster_with):
+    # Decision 0205: two flavors of one name pass the CRD, not the model. Every workload said
+    # "Cluster queue 'kaiwo' is not defined in KaiwoQueueConfig 'kaiwo'", which it is.
+    broken = queue_config({"name": "kaiwo"})
+    broken["spec"]["resourceFlavors"] *= 2
+
+    plan = planned(owner=kaiwo_job({}), cluster=cluster_with(queues=broken), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "False",
+        "QueueConfigInvalid",
+        "KaiwoQueueConfig 'kaiwo' is invalid, so none of its queues is in force (its Valid "
+        "condition says why): cluster queue 'kaiwo' waits for it to be fixed",
+    )
+    # A queue config that does not define the queue still says that.
+    other = planned(owner=kaiwo_job({"clusterQueue": "nosuch"}), cluster=cluster_with(), now=NOW)
+    assert other is not None
+    assert condition(other, "Schedulable")["reason"] == "ClusterQueueNotFound"
+
+
 def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster_with):
     broken = queue_config({"name": "kaiwo"})
     broken["spec"]["clusterQueues"][0]["spec"]["resourceGroups"] = "many"

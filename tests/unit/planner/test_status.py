@@ -1179,6 +1179,21 @@ def test_pvc_lost_fails_the_workload() -> None:
     }
 
 
+def test_a_pvc_not_bound_yet_says_where_to_look_if_it_stays_so() -> None:
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "x-data"}}
+    decision = derive(
+        None,
+        ObservedChildren(child_kind="Job", pvcs=({**pvc, "status": {"phase": "Pending"}},)),
+    )
+    assert decision.status["status"] == "PENDING"
+    [claim] = [c for c in decision.status["conditions"] if c["type"] == "PvcReady"]
+    assert (claim["reason"], claim["message"]) == (
+        "Pending",
+        "PersistentVolumeClaim x-data is Pending (if it stays so, see its Events: a storage "
+        "class that does not exist?)",
+    )
+
+
 def test_a_pvc_being_deleted_while_in_use_is_told_and_the_workload_runs_on() -> None:
     """Decision 0139: Kubernetes keeps a claim pods use until they stop; the status said
     "All PersistentVolumeClaims are bound" while its data was about to go."""

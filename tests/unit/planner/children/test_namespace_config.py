@@ -43,6 +43,16 @@ def test_settings_come_only_from_the_workloads_own_namespace(make_namespace_conf
     assert (settings.gateway.name, settings.gateway.namespace) == ("gw", "team-a")
 
 
+def test_a_pull_secret_named_twice_is_given_once(make_namespace_config):
+    # Decision 0205: a Model's Pods and the cache and download Jobs listed it twice, which
+    # server-side apply refuses.
+    config = make_namespace_config(
+        {"images": {"imagePullSecrets": ["reg", "other", "reg"]}}, namespace="team-a"
+    )
+
+    assert namespace_settings(config, "team-a").image_pull_secrets == ("reg", "other")
+
+
 def test_s3_items_without_credentials_take_the_matching_endpoints_credentials():
     settings = NamespaceSettings(
         s3=(

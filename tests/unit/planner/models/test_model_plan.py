@@ -309,6 +309,15 @@ def test_an_invalid_spec_is_reported_and_nothing_else_is_planned() -> None:
     assert "status" not in (plan.status or {})  # a Model has no phase
 
 
+def test_a_count_of_more_digits_than_python_parses_is_an_invalid_spec() -> None:
+    # The CRD takes any number of digits; planning raised on int() and told nothing.
+    plan = plan_for(model({**BASE, "resourceProfile": "cpu:" + "1" * 5000, "replicas": 1}))
+
+    valid = condition(plan, "Valid")
+    assert valid is not None and (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert "spec.resourceProfile: the count must be at most 999999999" in valid["message"]
+
+
 def test_a_fixed_spec_turns_valid_again() -> None:
     earlier = plan_for(model({**BASE, "resourceProfile": "no-count"}))
     fixed = plan_for(model({**BASE, "replicas": 1}, status=earlier.status))

@@ -32,12 +32,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
+
+LONGEST_SCALE_DOWN_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
+"""A century: ``scaleDownDelaySeconds`` has no maximum in the CRD, and a value past what a
+``timedelta`` holds (about 8.6e13 s) raised at every tick that did not scale up, stopping
+the autoscaler and with it the gateway of every Model. Any longer delay means "never"."""
 
 
 @dataclass(frozen=True, slots=True)
 class ScalingSpec:
-    """The Model's fields that scaling reads."""
+    """The Model's fields that scaling reads (:data:`LONGEST_SCALE_DOWN_DELAY` bounds the
+    delay)."""
 
     replicas: int | None
     min_replicas: int = 0
@@ -167,7 +173,7 @@ def decide_scale(
             reason=f"scale up from {current} to {wanted}: {summary}",
         )
     since = (state.fewer_wanted_since or now) if wanted < current else None
-    delay = timedelta(seconds=spec.scale_down_delay_seconds)
+    delay = timedelta(seconds=min(spec.scale_down_delay_seconds, LONGEST_SCALE_DOWN_DELAY_SECONDS))
     if since is not None and now - since >= delay:
         return ScalingDecision(
             replicas=wanted,

@@ -111,6 +111,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     namespace_config,
     parse_optional_duration,
     pools_with_nodes,
+    queue_config_invalid,
     recorded_gpu_taint_keys,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -269,6 +270,7 @@ def plan_workload(
         cluster_queue=queue,
         namespace=namespace,
         queue_namespaces=cluster_queue_namespaces(context),
+        queue_config_invalid=queue_config_invalid(context),
         allocation=allocation,
         stats=stats,
         priority_class=spec.priority_class or "",

@@ -143,6 +143,10 @@ _SPEC_SCHEMA_RULES: list[Any] = [rule.schema_entry() for rule in _SPEC_RULES[:5]
 ]
 
 
+MOST_PROFILE_DIGITS: Final = 9
+"""Digits of a ``resourceProfile`` count (leading zeros aside): up to 999,999,999."""
+
+
 class ModelSpec(KubeModel):
     """Desired state of a Model."""
 
@@ -233,6 +237,15 @@ class ModelSpec(KubeModel):
             raise PydanticCustomError(
                 "resource_profile",
                 'must look like "<resource-profile>:<count>", for example "amd-gpu-mi300x:1"',
+            )
+        if value is not None and len(value.split(":")[1].lstrip("0")) > MOST_PROFILE_DIGITS:
+            # The CRD's pattern takes any number of digits; Python's int() refuses more than
+            # 4,300 (planning the Model raised, and nothing was told), and a count of ten
+            # digits multiplies a profile past any node.
+            raise PydanticCustomError(
+                "resource_profile",
+                "the count must be at most {most}",
+                {"most": 10**MOST_PROFILE_DIGITS - 1},
             )
         return value
 

@@ -68,6 +68,9 @@ GPUS_ADJUSTED_REASONS = frozenset({REASON_GPUS_ROUNDED_DOWN, REASON_GPUS_RECALCU
 REASON_ADMITTED_BEFORE_QUEUE_CHANGE = "AdmittedBeforeQueueChange"
 """Schedulable: Kueue admitted the workload before its queue or priority class stopped holding
 (decision 0126)."""
+REASON_QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
+"""Not schedulable: the KaiwoQueueConfig fails validation, so none of its queues is in force
+(decision 0205); said so, not that the queue is not defined."""
 REASON_ADMITTED_BEFORE_NODE_CHANGE = "AdmittedBeforeNodeChange"
 """Schedulable: Kueue admitted the workload before the nodes stopped holding what it asks for
 (decision 0132); its children are kept as they are."""
@@ -125,6 +128,7 @@ def decide_schedulable(
     admitted: bool = False,
     queued: bool = True,
     default_local_queue: bool = False,
+    queue_config_invalid: bool = False,
 ) -> SchedulableVerdict:
     """The verdict for one workload.
 
@@ -136,6 +140,8 @@ def decide_schedulable(
     cluster, decision 0156), which neither check concerns. ``default_local_queue``: such a
     workload's child is not made yet and its namespace has a Kueue LocalQueue named
     ``default``, which would queue (and so kill) it (decision 0159).
+    ``queue_config_invalid``: the KaiwoQueueConfig exists and fails validation, so none of
+    its queues is in force (told as such, not as a queue it does not define).
     """
     if not queued and default_local_queue:
         return SchedulableVerdict(
@@ -150,6 +156,7 @@ def decide_schedulable(
             queue_namespaces=queue_namespaces,
             priority_class=priority_class,
             priority=priority,
+            queue_config_invalid=queue_config_invalid,
         )
         if queued
         else None
@@ -188,9 +195,20 @@ def _queue_verdict(
     queue_namespaces: Mapping[str, Sequence[str]],
     priority_class: str,
     priority: PriorityChoice | None,
+    queue_config_invalid: bool = False,
 ) -> SchedulableVerdict | None:
     """What keeps the KaiwoQueueConfig (or the priority classes) from admitting the workload
     now; None: nothing."""
+    if cluster_queue not in queue_namespaces and queue_config_invalid:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason=REASON_QUEUE_CONFIG_INVALID,
+            message=(
+                f"KaiwoQueueConfig '{QUEUE_CONFIG_NAME}' is invalid, so none of its queues is "
+                f"in force (its Valid condition says why): cluster queue '{cluster_queue}' "
+                "waits for it to be fixed"
+            ),
+        )
     if cluster_queue not in queue_namespaces:
         return SchedulableVerdict(
             schedulable=False,

@@ -10,8 +10,9 @@ Choices:
 
 * A KaiwoConfig that is missing or fails validation counts as ``KaiwoConfig.default()``: the
   operator keeps working with the documented defaults rather than stopping every workload.
-* A KaiwoQueueConfig that fails validation counts as missing (workloads then report
-  ``ClusterQueueNotFound``); its own plan says what is wrong with it.
+* A KaiwoQueueConfig that fails validation counts as missing; workloads waiting for a queue
+  then report ``QueueConfigInvalid``, naming it (:func:`queue_config_invalid`), and its own
+  plan says what is wrong with it.
 * Several AIMNamespaceConfigs in one namespace: the first by name applies.
 
 Across states. Nearly every observation makes a new state, but few change what these
@@ -136,6 +137,12 @@ def queue_config(context: PlanningContext) -> KaiwoQueueConfig | None:
         inputs=lambda: (queue_config_object(cluster),),
         compute=lambda: _queue_config_of(queue_config_object(cluster)),
     )
+
+
+def queue_config_invalid(context: PlanningContext) -> bool:
+    """Whether the KaiwoQueueConfig ``kaiwo`` exists and fails validation (so none of its
+    queues is in force)."""
+    return queue_config_object(context.cluster) is not None and queue_config(context) is None
 
 
 def queue_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:

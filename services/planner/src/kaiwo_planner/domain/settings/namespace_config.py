@@ -76,13 +76,13 @@ def namespace_settings(config: AIMNamespaceConfig | None, namespace: str) -> Nam
         gateway = GatewayTarget(
             name=spec.gateway.name, namespace=spec.gateway.namespace or namespace
         )
+    # Each name once: the CRD lets a name repeat, and a pod spec with a pull secret twice is
+    # refused by server-side apply (a Model's Pods, the cache and download Jobs).
+    pull_secrets = tuple(dict.fromkeys(spec.images.image_pull_secrets or ())) if spec.images else ()
     if credentials is None:
-        return NamespaceSettings(
-            image_pull_secrets=tuple(spec.images.image_pull_secrets or ()) if spec.images else (),
-            gateway=gateway,
-        )
+        return NamespaceSettings(image_pull_secrets=pull_secrets, gateway=gateway)
     return NamespaceSettings(
-        image_pull_secrets=tuple(spec.images.image_pull_secrets or ()) if spec.images else (),
+        image_pull_secrets=pull_secrets,
         hugging_face_token=_ref(credentials.hugging_face_token),
         s3=tuple(
             S3Credential(

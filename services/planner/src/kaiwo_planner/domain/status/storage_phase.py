@@ -121,8 +121,13 @@ def pvc_observation(
         )
     if waiting:
         name, phase = waiting[0]
+        message = f"PersistentVolumeClaim {name} is {phase}"
+        if phase == "Pending":
+            # A storage class that does not exist leaves it so for good, and the workload
+            # waited with nothing else said (decision 0202 tells it for a Model's cache).
+            message += " (if it stays so, see its Events: a storage class that does not exist?)"
         return WorkloadStatus.PENDING, ConditionSpec(
-            PVC_READY, "False", event_reason(phase), f"PersistentVolumeClaim {name} is {phase}"
+            PVC_READY, "False", event_reason(phase), message
         )
     return WorkloadStatus.COMPLETE, ConditionSpec(
         PVC_READY, "True", "Bound", "All PersistentVolumeClaims are bound"
