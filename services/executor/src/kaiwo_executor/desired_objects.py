@@ -307,8 +307,9 @@ class DesiredObjects:
             target,
         )
         if isinstance(result, Failure):
-            log.warning("previous run's object not touched", target=target.display(),
-                        reason=result.message)  # fmt: skip
+            log.warning(
+                "previous run's object not touched", target=target.display(), reason=result.message
+            )
         else:
             log.info("previous run's object touched for Kueue", target=target.display())
 

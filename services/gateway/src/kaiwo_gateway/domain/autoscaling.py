@@ -42,7 +42,7 @@ the autoscaler and with it the gateway of every Model. Any longer delay means "n
 
 @dataclass(frozen=True, slots=True)
 class ScalingSpec:
-    """The Model's fields that scaling reads (:data:`LONGEST_SCALE_DOWN_DELAY` bounds the
+    """The Model's fields that scaling reads (:data:`LONGEST_SCALE_DOWN_DELAY_SECONDS` bounds the
     delay)."""
 
     replicas: int | None
