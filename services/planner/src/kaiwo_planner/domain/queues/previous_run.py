@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kaiwo_planner.domain.settings.cluster_settings import KAIWO_GROUP, parse_time
-from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
+from kaiwo_contracts.gpu_workloads import controller_reference
 
-QUEUE_CONFIG_KIND: Final = "KaiwoQueueConfig"
+from kaiwo_planner.domain.settings.cluster_settings import QUEUE_CONFIG_KIND, parse_time
+from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
 
 PREVIOUS_RUN_RECHECK: Final = timedelta(seconds=30)
 """How often a previous run's terminating object is looked at again: Kueue acts on a
@@ -65,22 +65,14 @@ def _previous_run_deleted_at(
     )
     if held is None:
         return None
-    held_meta = held.get("metadata") or {}
-    controller = next(
-        (
-            reference
-            for reference in held_meta.get("ownerReferences") or ()
-            if isinstance(reference, Mapping) and reference.get("controller") is True
-        ),
-        None,
-    )
+    controller = controller_reference(held)
     if (
         controller is None
-        or controller.get("kind") != QUEUE_CONFIG_KIND
+        or controller.get("kind") != QUEUE_CONFIG_KIND[1]
         or controller.get("uid") == owner_uid
     ):
         return None
-    return parse_time(held_meta.get("deletionTimestamp"))
+    return parse_time((held.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def timer_rechecks_gaps(owner: Mapping[str, Any]) -> bool:
@@ -88,7 +80,6 @@ def timer_rechecks_gaps(owner: Mapping[str, Any]) -> bool:
     executor again: a KaiwoQueueConfig's, whose only timer is :func:`previous_run_recheck_at`'s.
     Another owner's timer marks a moment its decision changes, and a gap it still has is
     handed over by the periodic resync, as ever."""
-    return (
-        api_group_of(str(owner.get("apiVersion") or "")),
-        owner.get("kind"),
-    ) == (KAIWO_GROUP, QUEUE_CONFIG_KIND)
+    return (api_group_of(str(owner.get("apiVersion") or "")), owner.get("kind")) == (
+        QUEUE_CONFIG_KIND
+    )
