@@ -44,6 +44,7 @@ from kaiwo_planner.domain.models.names import (
     load_job,
 )
 from kaiwo_planner.domain.models.ownership import model_child_metadata
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 CACHE_VOLUME: Final = "models"
 CACHE_ROOT: Final = "/models"
@@ -101,6 +102,15 @@ def cache_volume_manifest(
         },
         "spec": spec,
     }
+
+
+def observed_cache_volume(
+    cluster: ClusterState, *, namespace: str, profile: str
+) -> Mapping[str, Any] | None:
+    """The profile's shared volume in ``namespace`` as observed, or None."""
+    return cluster.find_object(
+        group="", kind="PersistentVolumeClaim", name=cache_volume(profile), namespace=namespace
+    )
 
 
 def never_bound(volume: Mapping[str, Any] | None) -> bool:

@@ -18,6 +18,7 @@ from kaiwo_planner.domain.models.cache import (
     evict_job_manifest,
     job_outcome,
     never_bound,
+    observed_cache_volume,
 )
 from kaiwo_planner.domain.models.cache_jobs import job_settings
 from kaiwo_planner.domain.models.model_parts import (
@@ -46,12 +47,7 @@ def deleting_parts(
         return parts
     profile = model.spec.cache_profile
     volume = (
-        cluster.find_object(
-            group="",
-            kind="PersistentVolumeClaim",
-            name=cache_volume(profile),
-            namespace=identity.namespace or "",
-        )
+        observed_cache_volume(cluster, namespace=identity.namespace or "", profile=profile)
         if profile
         else None
     )

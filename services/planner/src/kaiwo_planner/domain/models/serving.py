@@ -7,6 +7,9 @@ ConfigMap and loader RBAC follow the Pods, and the Ready condition says how far 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 
@@ -18,6 +21,7 @@ from kaiwo_planner.domain.models.cache import (
     cache_volume_manifest,
     job_outcome,
     never_bound,
+    observed_cache_volume,
 )
 from kaiwo_planner.domain.models.model_parts import BuiltModel, ModelParts, ObservedModel, pod_ref
 from kaiwo_planner.domain.models.names import cache_volume, load_job
@@ -93,7 +97,8 @@ def _cache(
     identity = identity_of(setup)
     namespace = identity.namespace or ""
     parts.shared.append(cache_volume_manifest(namespace, cache.profile, cache.filesystem))
-    volume_uid = _live_volume_uid(cluster, namespace=namespace, profile=cache.profile)
+    volume = observed_cache_volume(cluster, namespace=namespace, profile=cache.profile)
+    volume_uid = _live_volume_uid(volume)
     before = CacheStatus.of(observed.previous)
     loaded_before = (
         before is not None
@@ -116,7 +121,7 @@ def _cache(
     update = existing_job_update(built.load_job, observed_job)
     if not update.not_applied:
         parts.desired.append(built.load_job)
-        unbound = _unbound_volume(cluster, namespace=namespace, profile=cache.profile)
+        unbound = cache_volume(cache.profile) if never_bound(volume) else None
         parts.conditions.append(_loading(outcome, job=job, unbound=unbound))
     elif outcome.state is JobState.FAILED:
         # Not desired: pruned, and the next plan makes it again from the edited spec. The
@@ -128,12 +133,9 @@ def _cache(
     return False
 
 
-def _live_volume_uid(cluster: ClusterState, *, namespace: str, profile: str) -> str:
+def _live_volume_uid(volume: Mapping[str, Any] | None) -> str:
     """The uid of the profile's shared volume, "" while it is not there or being deleted
     (its files going with it)."""
-    volume = cluster.find_object(
-        group="", kind="PersistentVolumeClaim", name=cache_volume(profile), namespace=namespace
-    )
     metadata = (volume or {}).get("metadata") or {}
     if metadata.get("deletionTimestamp"):
         return ""
@@ -159,15 +161,6 @@ def _loading(outcome: JobOutcome, *, job: str, unbound: str | None) -> Condition
             "Pending (if it stays so, see its Events: a storage class that does not exist?)",
         )
     return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
-
-
-def _unbound_volume(cluster: ClusterState, *, namespace: str, profile: str) -> str | None:
-    """The name of the profile's shared volume while it is not bound, else None."""
-    name = cache_volume(profile)
-    volume = cluster.find_object(
-        group="", kind="PersistentVolumeClaim", name=name, namespace=namespace
-    )
-    return name if never_bound(volume) else None
 
 
 def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
