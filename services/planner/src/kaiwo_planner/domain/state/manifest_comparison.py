@@ -35,6 +35,11 @@ from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _ZERO_VALUES: tuple[Any, ...] = (None, "", 0, False)
 
+_SCALARS: Final = (str, int, float, type(None))
+"""Leaves of a manifest, told apart before any ``Mapping`` test: most values walked are
+leaves, and an ``isinstance`` against an abstract class goes through Python code
+(``ABCMeta.__instancecheck__``) where one against these built-in types does not."""
+
 KUEUE_STORES: Final[Mapping[str, str]] = MappingProxyType(
     {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
 )
@@ -48,6 +53,8 @@ which matches as equal."""
 
 def contains(observed: Any, wanted: Any) -> bool:
     """Whether ``observed`` holds every value ``wanted`` sets (see the module docstring)."""
+    if isinstance(wanted, _SCALARS):
+        return _same_scalar(observed, wanted)
     if isinstance(wanted, Mapping):
         if not isinstance(observed, Mapping):
             return observed is None and not wanted
@@ -71,6 +78,8 @@ def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
 
     Empty exactly when ``contains(observed, wanted)``.
     """
+    if isinstance(wanted, _SCALARS):
+        return [] if _same_scalar(observed, wanted) else [path]
     if isinstance(wanted, Mapping) and isinstance(observed, Mapping):
         # No ``contains`` first: the keys' paths are empty exactly when it holds, so one walk
         # answers both (asking it at every level walked a Job's template once per level).
@@ -111,6 +120,8 @@ def removed_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
     variable that is later dropped (a namespace's ``HF_TOKEN``, an entry of ``spec.env``)
     contains the new manifest, yet applying the manifest would take the variable away.
     """
+    if isinstance(observed, _SCALARS):
+        return []
     if not (isinstance(observed, Mapping) and isinstance(wanted, Mapping)):
         if isinstance(observed, list) and isinstance(wanted, list) and len(observed) == len(wanted):
             paths: list[str] = []
@@ -123,7 +134,7 @@ def removed_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
         seen, item = observed[key], wanted.get(key)
         if key in NAMED_POD_LISTS and isinstance(seen, list):
             paths += _removed_items(seen, item if isinstance(item, list) else [], f"{path}.{key}")
-        elif key in wanted:
+        elif key in wanted and not isinstance(seen, _SCALARS):
             paths += removed_paths(seen, item, path=f"{path}.{key}")
     return paths
 
@@ -148,7 +159,7 @@ def _removed_items(observed: list[Any], wanted: list[Any], path: str) -> list[st
 
 
 def _is_zero(value: Any) -> bool:
-    if isinstance(value, Mapping | Sequence) and not isinstance(value, str):
+    if not isinstance(value, _SCALARS) and isinstance(value, Mapping | Sequence):
         return not value
     return any(
         value is zero or (type(value) is type(zero) and value == zero) for zero in _ZERO_VALUES
