@@ -53,7 +53,7 @@ which matches as equal."""
 
 def contains(observed: Any, wanted: Any) -> bool:
     """Whether ``observed`` holds every value ``wanted`` sets (see the module docstring)."""
-    if isinstance(wanted, _SCALARS):
+    if isinstance(wanted, _SCALARS) or not isinstance(wanted, Mapping | list):
         return _same_scalar(observed, wanted)
     if isinstance(wanted, Mapping):
         if not isinstance(observed, Mapping):
@@ -62,15 +62,13 @@ def contains(observed: Any, wanted: Any) -> bool:
             contains(observed[key], value) if key in observed else _is_zero(value)
             for key, value in wanted.items()
         )
-    if isinstance(wanted, list):
-        if not isinstance(observed, list):
-            return observed is None and not wanted
-        if wanted and all(isinstance(item, Mapping) for item in wanted):
-            return all(any(contains(seen, item) for seen in observed) for item in wanted)
-        return len(observed) == len(wanted) and all(
-            contains(seen, item) for seen, item in zip(observed, wanted, strict=True)
-        )
-    return _same_scalar(observed, wanted)
+    if not isinstance(observed, list):
+        return observed is None and not wanted
+    if wanted and all(isinstance(item, Mapping) for item in wanted):
+        return all(any(contains(seen, item) for seen in observed) for item in wanted)
+    return len(observed) == len(wanted) and all(
+        contains(seen, item) for seen, item in zip(observed, wanted, strict=True)
+    )
 
 
 def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
