@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from datetime import timedelta
 from typing import Any
 
+import structlog
 from kaiwo_contracts.events.envelope import plan_event_id
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM
 from kaiwo_contracts.plans import ObjectRef
@@ -13,6 +16,7 @@ from kaiwo_planner.snapshot_store import SNAPSHOT_KEY, SnapshotStore
 from kaiwo_runtime.bus import BusError, Delivery
 from kaiwo_runtime.kv import MemoryKeyValue
 
+from tests.unit.planner_service.conftest import toy_planner
 from tests.unreachable_bucket import UnansweredReads
 from tests.waiting import HANG_SECONDS, eventually
 
@@ -654,3 +658,31 @@ async def test_a_child_still_being_created_is_named_absent_once(
     await service.step(wait_seconds=0)
     assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
     assert len(harness.plans()) == 3
+
+
+async def test_every_line_logged_while_an_owner_is_planned_names_the_owner(
+    harness: Any, build: Any
+) -> None:
+    """A node's observation starts the round (its uid bound), yet a failure planning a
+    KaiwoJob, or a time it asks for in the past, is told under the KaiwoJob's uid."""
+
+    def plan_in_the_past(*, owner: Any, context: Any, now: Any) -> Any:
+        result = toy_planner(owner=owner, context=context, now=now)
+        return dataclasses.replace(result, replan_at=now - timedelta(seconds=1))
+
+    service = harness.service(plan_fn=plan_in_the_past)
+    await service.start()
+    merging = [structlog.contextvars.merge_contextvars]
+    with structlog.testing.capture_logs(processors=merging) as logs:
+        await harness.observe(build.kaiwo_job("train"), "1", "ADDED")
+        await harness.observe(build.gpu_node("gpu-0"), "2", "ADDED")
+        assert await harness.drain(service) == 2
+    told = [
+        line for line in logs if line["event"] == "planner asked to re-plan in the past; ignored"
+    ]
+    assert [(line["owner_uid"], line["uid"]) for line in told] == [
+        ("uid-train", "uid-train"),
+        ("uid-train", "uid-gpu-0"),
+    ]
+    published = [line for line in logs if line["event"] == "plan published"]
+    assert {line["owner_uid"] for line in published} == {"uid-train"}

@@ -25,6 +25,7 @@ from typing import Any, Final, Protocol
 
 import structlog
 from kaiwo_contracts.plans import ObjectRef
+from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.publication import publication
@@ -126,7 +127,11 @@ class OwnerRounds:
         while index < len(queue):
             if sequence is not None:
                 self.unfinished = Unfinished(sequence=sequence, owners=tuple(queue[index:]))
-            for ref in await self._plan_owner(queue[index], why):
+            # Every line logged while one owner is planned names it, whatever observation,
+            # timer or resync started the round (bound there to the observed object's uid).
+            with bound_context({"owner_uid": queue[index].uid}):
+                also = await self._plan_owner(queue[index], why)
+            for ref in also:
                 if ref.uid not in seen:
                     seen.add(ref.uid)
                     queue.append(ref)
@@ -220,7 +225,7 @@ class OwnerRounds:
         try:
             return self._plan_fn(owner=owner, context=context, now=now)
         except Exception:
-            log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
+            log.exception("planning failed", owner=ref.display())
             self._metrics.plans.labels(ref.kind, "error").inc()
             return None
         finally:

@@ -159,6 +159,7 @@ class PlanPublisher:
             self._metrics.public_events.labels(event.label).inc()
             log.info(
                 "public event published",
+                owner_uid=workload.uid,
                 transition=event.label,
                 event_id=event.id,
                 duplicate=ack.duplicate,
