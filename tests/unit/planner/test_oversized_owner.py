@@ -111,3 +111,40 @@ def test_an_oversized_new_queue_config_fails_without_an_observed_generation() ->
         ("ObjectTooLarge", MESSAGE)
     ]
     assert (plan.desired, plan.prune) == ((), ())
+
+
+def test_an_oversized_model_keeps_its_pods_and_status_and_says_why() -> None:
+    """Observed as its metadata only, a Model is told it is too large, not that its spec
+    lacks the fields it was observed without; its Pods and its status stay as they were."""
+    whole = {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {
+            "name": "chat",
+            "namespace": "team-a",
+            "uid": "model-uid",
+            "resourceVersion": "7",
+            "generation": 2,
+        },
+        "spec": {
+            "url": "hf://org/chat",
+            "engine": "VLLM",
+            "features": ["TextGeneration"],
+            "files": [{"path": "/config/big.json", "content": "x" * 100}],
+        },
+        "status": {"replicas": {"all": 1, "ready": 1}},
+    }
+    owner = reduced_object(whole, oversized=MARKER)
+
+    plan = planned(owner=owner, cluster=cluster(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["replicas"] == {"all": 1, "ready": 1}
+    assert plan.status["observedGeneration"] == 2
+    assert [
+        (c["type"], c["status"], c["reason"], c["message"]) for c in plan.status["conditions"]
+    ] == [("Valid", "False", "ObjectTooLarge", MESSAGE)]
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "ObjectTooLarge", MESSAGE)
+    ]

@@ -2,7 +2,9 @@
 
 A Model the models reject gets a plan that reports the problem in a ``Valid`` condition
 (False, ``InvalidSpec``) with a Warning Event, and changes nothing else, as for the Kaiwo
-kinds (decision 0008); unlike theirs, a Model's status has no phase to keep.
+kinds (decision 0008); unlike theirs, a Model's status has no phase to keep. A Model too
+large for the bus, observed as its metadata only, is told so the same way (``ObjectTooLarge``)
+rather than judged by the spec it was observed without.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.kubeai_v1.model import Model
+from kaiwo_contracts.events.observed import oversized_marker
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
@@ -21,7 +24,9 @@ from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
+    REASON_TOO_LARGE,
     VALID_CONDITION,
+    oversized_message,
     problems_message,
     spec_problems,
 )
@@ -29,24 +34,37 @@ from kaiwo_planner.domain.status.invalid_owner import (
 
 def plan_model_object(*, owner: Mapping[str, Any], context: PlanningContext, now: datetime) -> Plan:
     """The plan of a Model given in wire form (valid or not)."""
+    oversized = oversized_marker(owner)
+    if oversized is not None:
+        return invalid_model_plan(
+            owner, reason=REASON_TOO_LARGE, message=oversized_message(oversized), now=now
+        )
     uid = (owner.get("metadata") or {}).get("uid")
     try:
         model = context.owner_value(
             ("owner", Model, uid), (owner,), lambda: Model.model_validate(owner)
         )
     except ValidationError as error:
-        return invalid_model_plan(owner, spec_problems(owner, error), now=now)
+        return _invalid(owner, spec_problems(owner, error), now=now)
     missing = [
         Problem(f"metadata.{key}", "required field is missing")
         for key, value in (("name", model.metadata.name), ("namespace", model.metadata.namespace))
         if not value
     ]
     if missing:
-        return invalid_model_plan(owner, missing, now=now)
+        return _invalid(owner, missing, now=now)
     return plan_model(model=model, context=context, now=now)
 
 
-def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now: datetime) -> Plan:
+def _invalid(owner: Mapping[str, Any], problems: list[Problem], *, now: datetime) -> Plan:
+    return invalid_model_plan(
+        owner, reason=REASON_INVALID, message=problems_message(problems), now=now
+    )
+
+
+def invalid_model_plan(
+    owner: Mapping[str, Any], *, reason: str, message: str, now: datetime
+) -> Plan:
     """Only the ``Valid=False`` condition and its Event (see the module docstring)."""
     meta = owner.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
@@ -55,12 +73,11 @@ def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now
     previous = owner.get("status")
     previous = dict(previous) if isinstance(previous, Mapping) else {}
     earlier = previous.get("conditions")
-    message = problems_message(problems)
     status = {
         **previous,
         "conditions": merge_conditions(
             [c for c in earlier if isinstance(c, Mapping)] if isinstance(earlier, list) else (),
-            [ConditionSpec(VALID_CONDITION, "False", REASON_INVALID, message)],
+            [ConditionSpec(VALID_CONDITION, "False", reason, message)],
             generation=generation or 0,
             now=now,
         ),
@@ -73,5 +90,5 @@ def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now
         observed_generation=generation,
         observed_resource_version=version if isinstance(version, str) else None,
         status=status,
-        events=(EventIntent(type="Warning", reason=REASON_INVALID, message=message),),
+        events=(EventIntent(type="Warning", reason=reason, message=message),),
     )

@@ -101,6 +101,16 @@ def invalid_owner_plan(
     )
 
 
+def oversized_message(oversized: OversizedObject) -> str:
+    """What an owner observed as its metadata only is told (reason :data:`REASON_TOO_LARGE`)."""
+    return (
+        f"The object is {oversized.size_bytes:,} bytes as JSON, more than the "
+        f"{oversized.limit_bytes:,} bytes a message on the operator's event bus may carry: "
+        "only its metadata was observed, so nothing was planned or changed. Make it smaller "
+        "(move large values into a ConfigMap or Secret)."
+    )
+
+
 def oversized_owner_plan(
     *,
     owner: Mapping[str, Any],
@@ -111,17 +121,11 @@ def oversized_owner_plan(
     writes_observed_generation: bool = True,
 ) -> Plan:
     """A plan that only reports that ``owner`` was too large to observe whole."""
-    message = (
-        f"The object is {oversized.size_bytes:,} bytes as JSON, more than the "
-        f"{oversized.limit_bytes:,} bytes a message on the operator's event bus may carry: "
-        "only its metadata was observed, so nothing was planned or changed. Make it smaller "
-        "(move large values into a ConfigMap or Secret)."
-    )
     return _reporting_plan(
         owner=owner,
         owner_ref=owner_ref,
         reason=REASON_TOO_LARGE,
-        message=message,
+        message=oversized_message(oversized),
         invalid_phase=invalid_phase,
         now=now,
         writes_observed_generation=writes_observed_generation,
