@@ -645,6 +645,48 @@ async def test_a_model_whose_cache_volume_never_binds_says_so_and_goes_when_dele
     assert await pipeline.child(resources.JOB, "evict-cache-unbound") is None
 
 
+async def test_a_model_too_large_for_the_bus_is_told_so_and_gets_no_pods(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """The API server stores a Model of up to 1.5 MiB; the watcher publishes one larger than
+    a bus message (1 MiB) as its metadata only. The Model is told that, not that its spec
+    lacks the fields it was observed without, and nothing is made from it."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "huge",
+            namespace,
+            url="hf://org/huge",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            minReplicas=1,
+            env={"PADDING": "x" * 1_200_000},
+        )
+    )
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await model(pipeline, "huge")
+        valid = condition(found, "Valid") or {}
+        return valid if valid.get("status") == "False" else Pending(f"Valid: {valid}")
+
+    valid = await eventually(told, what="the Model told it is too large")
+    assert valid["reason"] == "ObjectTooLarge"
+    assert valid["message"].startswith("The object is 1,2")
+    assert (
+        "more than the 1,048,576 bytes a message on the operator's event bus may carry"
+        in (valid["message"])
+    )
+    events = await kube.list(resources.EVENT, namespace=namespace)
+    assert [
+        (e.get("type"), e.get("reason"))
+        for e in events.items
+        if (e.get("involvedObject") or {}).get("name") == "huge"
+    ] == [("Warning", "ObjectTooLarge")]
+    assert await model_pods(kube, namespace, "huge") == []
+    await kube.delete(resources.KUBEAI_MODEL, "huge", namespace=namespace)
+
+
 async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_stays(
     shared_pipeline: Pipeline, models_config: None, finalizers_released: None
 ) -> None:
