@@ -33,6 +33,8 @@ EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
 MESSENGER: Final = "overlays/production-messenger"
 """A test-only overlay: production with components/messenger."""
+VLLM_POD_MONITOR: Final = "overlays/production-vllm-pod-monitor"
+"""A test-only overlay: production with components/vllm-pod-monitor."""
 DEFAULT_QUEUE: Final = "overlays/production-default-queue"
 """A test-only overlay: production with the default queue named ``research`` as
 docs/operations.md shows (the KaiwoConfig's field and the planner's setting)."""
@@ -128,6 +130,13 @@ def deploy_tree(directory: Path) -> DeployTree:
     (messenger / "kustomization.yaml").write_text(
         yaml.safe_dump(
             {"resources": ["../production"], "components": ["../../components/messenger"]}
+        )
+    )
+    pod_monitor = root / "k8s" / VLLM_POD_MONITOR
+    pod_monitor.mkdir()
+    (pod_monitor / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": ["../production"], "components": ["../../components/vllm-pod-monitor"]}
         )
     )
     default_queue = root / "k8s" / DEFAULT_QUEUE
