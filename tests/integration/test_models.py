@@ -687,6 +687,77 @@ async def test_a_model_too_large_for_the_bus_is_told_so_and_gets_no_pods(
     await kube.delete(resources.KUBEAI_MODEL, "huge", namespace=namespace)
 
 
+async def test_a_cache_volume_someone_else_made_is_not_used_until_labelled_kaiwos(
+    shared_pipeline: Pipeline, models_config: None, finalizers_released: None
+) -> None:
+    """A claim of the cache's name made before (by a KubeAI install, a platform team) lacks
+    the label the watcher observes by: the operator never sees it, so nothing is loaded into
+    it and the Model says how to hand it over; labelled, it is the Model's cache."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    name = "shared-model-cache-premade"
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"team": "ml"}},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "storageClassName": "nfs-rwx",
+            },
+        }
+    )
+    await kube.create(
+        a_model(
+            "premade",
+            namespace,
+            url="s3://models/qwen",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            cacheProfile="premade",
+            minReplicas=1,
+        )
+    )
+    told = (
+        f"PersistentVolumeClaim/{namespace}/{name} exists without the label "
+        "app.kubernetes.io/managed-by=kaiwo, so Kaiwo does not see it: left as it is and not "
+        "used; label it so to share it with Kaiwo's Models, or remove it"
+    )
+
+    async def conflict() -> dict[str, Any] | Pending:
+        found = condition(await model(pipeline, "premade"), "NameConflict")
+        return found if found is not None else Pending("no NameConflict yet")
+
+    assert (await eventually(conflict, what="the Model told of the volume"))["message"] == told
+    assert await pipeline.child(resources.JOB, "load-cache-premade") is None
+    volume = await kube.get(resources.PERSISTENT_VOLUME_CLAIM, name, namespace=namespace)
+    assert volume["metadata"]["labels"] == {"team": "ml"}
+
+    await kube.merge_patch(
+        resources.PERSISTENT_VOLUME_CLAIM,
+        name,
+        {"metadata": {"labels": {"app.kubernetes.io/managed-by": "kaiwo"}}},
+        namespace=namespace,
+    )
+    await pipeline.appears(resources.JOB, "load-cache-premade")
+
+    async def cleared() -> bool | Pending:
+        found = condition(await model(pipeline, "premade"), "NameConflict")
+        return True if found is None else Pending(f"still {found}")
+
+    await eventually(cleared, what="the NameConflict condition gone")
+    await bound_cache_volume(pipeline, "premade")
+    await pipeline.jobs.pod_succeeded("load-cache-premade", namespace=namespace)
+    loaded = await serving(pipeline, "premade", 1)
+    assert loaded["status"]["cache"] == {"loaded": True, "volumeUID": volume["metadata"]["uid"]}
+
+    await kube.delete(resources.KUBEAI_MODEL, "premade", namespace=namespace)
+    await pipeline.appears(resources.JOB, "evict-cache-premade")
+    await pipeline.jobs.pod_succeeded("evict-cache-premade", namespace=namespace)
+    await deleted(pipeline, "premade", what="the Model deleted once evicted")
+
+
 async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_stays(
     shared_pipeline: Pipeline, models_config: None, finalizers_released: None
 ) -> None:

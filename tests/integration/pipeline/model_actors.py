@@ -30,6 +30,8 @@ cacheProfiles:
     sharedFilesystem: {storageClassName: nfs-rwx}
   unbound:
     sharedFilesystem: {storageClassName: no-such-class}
+  premade:
+    sharedFilesystem: {storageClassName: nfs-rwx}
 """
 
 

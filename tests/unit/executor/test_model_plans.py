@@ -239,3 +239,100 @@ async def test_the_models_feature_labels_are_set_exactly_and_the_users_labels_ke
     before = harness.writes()[model_key]
     await harness.run(plan(harness, owner_labels=wanted), plan_id="p2")
     assert harness.writes()[model_key] == before
+
+
+VOLUME_REF = ObjectRef(
+    api_version="v1",
+    kind="PersistentVolumeClaim",
+    name="shared-model-cache-fast",
+    namespace=NAMESPACE,
+)
+
+
+def load_job(harness: Harness) -> dict[str, Any]:
+    """A child that mounts the volume (a cache's load Job)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            **harness.child_metadata("load-cache-llm"),
+            "namespace": NAMESPACE,
+            "labels": selector(harness),
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [{"name": "loader", "image": "loader:1"}],
+                }
+            }
+        },
+    }
+
+
+async def test_a_shared_volume_someone_else_made_is_not_used_and_the_owner_is_told_how(
+    model_harness: Harness,
+) -> None:
+    """Made by a KubeAI install or a platform team, without the label the watcher observes
+    by: the planner never sees it, so the executor does not load into it or mount it, and
+    says what to do. Once labelled, it is the cache like any other."""
+    harness = model_harness
+    made = {**VOLUME, "metadata": {**VOLUME["metadata"], "labels": {"team": "ml"}}}
+    await harness.kube.create(made)
+    status = {"conditions": []}
+
+    execution = await harness.run(
+        plan(harness, desired=(load_job(harness),), shared=(VOLUME,), status=status),
+        plan_id="p1",
+        absent=(VOLUME_REF,),
+    )
+
+    told = (
+        f"PersistentVolumeClaim/{NAMESPACE}/shared-model-cache-fast exists without the label "
+        "app.kubernetes.io/managed-by=kaiwo, so Kaiwo does not see it: left as it is and not "
+        "used; label it so to share it with Kaiwo's Models, or remove it"
+    )
+    assert harness.find("batch/v1", "Job", "load-cache-llm", namespace=NAMESPACE) is None
+    found = harness.find(
+        "v1", "PersistentVolumeClaim", "shared-model-cache-fast", namespace=NAMESPACE
+    )
+    assert found is not None and found["metadata"]["labels"] == {"team": "ml"}
+    assert [
+        (a.target.name, a.outcome, a.reason) for a in execution.actions if a.operation == "apply"
+    ] == [
+        ("shared-model-cache-fast", "failed", f"NameConflict: {told}"),
+        (
+            "load-cache-llm",
+            "unchanged",
+            f"withheld while {found_display(found)} is not this owner's",
+        ),
+    ]
+    model = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert model is not None
+    [condition] = model["status"]["conditions"]
+    assert (condition["type"], condition["reason"], condition["message"]) == (
+        "NameConflict",
+        "NameTaken",
+        told,
+    )
+    assert [e["message"] for e in harness.events(reason="NameConflict")] == [told]
+
+    # Labelled by its owner: the next plan (the planner sees it now) uses it.
+    await harness.kube.merge_patch(
+        resources.PERSISTENT_VOLUME_CLAIM,
+        "shared-model-cache-fast",
+        {"metadata": {"labels": INVENTORY}},
+        namespace=NAMESPACE,
+    )
+    await harness.run(
+        plan(harness, desired=(load_job(harness),), shared=(VOLUME,), status=status),
+        plan_id="p2",
+        absent=(VOLUME_REF,),
+    )
+    assert harness.find("batch/v1", "Job", "load-cache-llm", namespace=NAMESPACE) is not None
+    model = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert model is not None and model["status"]["conditions"] == []
+
+
+def found_display(found: dict[str, Any]) -> str:
+    return f"PersistentVolumeClaim/{NAMESPACE}/{found['metadata']['name']}"

@@ -39,6 +39,9 @@ STILL_BEING_REMOVED: Final = "StillBeingRemoved"
 """That condition's reason."""
 MAX_NAMED: Final = 5
 """Conflicting objects named in the condition's message (the Events name each one)."""
+INVENTORY_LABEL: Final = ("app.kubernetes.io/managed-by", "kaiwo")
+"""The label the planner puts on everything it creates, and by which the watcher observes
+the children and shared volumes (``kaiwo_planner.domain.children.labels``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +54,19 @@ class NameConflict:
     previous_run: bool = False
     """Its controller is the owner's kind and name with another uid: an earlier incarnation
     of the owner, deleted, whose children the garbage collector is removing."""
+    unseen: bool = False
+    """A shared object (no controller by design) that lacks the label the operator observes
+    its objects by: see :func:`unseen_shared`."""
 
     @property
     def message(self) -> str:
+        if self.unseen:
+            key, value = INVENTORY_LABEL
+            return (
+                f"{self.target.display()} exists without the label {key}={value}, so Kaiwo "
+                "does not see it: left as it is and not used; label it so to share it with "
+                "Kaiwo's Models, or remove it"
+            )
         if self.previous_run:
             return (
                 f"{self.target.kind} {self.target.name} of the previous {self.controller} is "
@@ -115,6 +128,35 @@ def name_conflict(
         ),
         controller=controller,
         previous_run=reference is not None and _same_owner_named(reference, wanted),
+    )
+
+
+def unseen_shared(live: Mapping[str, Any] | None) -> NameConflict | None:
+    """Whether the shared object the planner saw missing exists without the inventory label
+    (None: it does not exist, or carries the label and was simply not observed yet).
+
+    A Model cache's volume has no controller (every Model of the profile shares it), so
+    ownership cannot tell whose it is; the label is the operator's mark, and the one the
+    watcher observes by. Without it, someone else made the volume (a KubeAI install, a
+    platform team pre-provisioning it) or took the mark off: the planner never sees it, so
+    every plan asks for it again, and a Model would load into, serve from and evict from a
+    volume it cannot follow. It is not taken over; the Model is told how to hand it over."""
+    if live is None:
+        return None
+    metadata = live.get("metadata") or {}
+    key, value = INVENTORY_LABEL
+    if (metadata.get("labels") or {}).get(key) == value:
+        return None
+    return NameConflict(
+        target=ObjectRef(
+            api_version=str(live.get("apiVersion", "")),
+            kind=str(live.get("kind", "")),
+            name=str(metadata.get("name", "")),
+            namespace=metadata.get("namespace") or None,
+            uid=metadata.get("uid") or None,
+        ),
+        controller=None,
+        unseen=True,
     )
 
 

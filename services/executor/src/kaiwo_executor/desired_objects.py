@@ -26,6 +26,7 @@ from kaiwo_executor.child_ownership import (
     controlled_by,
     kept_by_kueue,
     name_conflict,
+    unseen_shared,
     wanted_controller,
     withheld_by,
 )
@@ -59,9 +60,14 @@ class DesiredObjects:
         that name that exists already is read as before (and, if the owner's, written as
         before). With two or more, each is read first: a conflict found on the last must
         withhold the others unwritten."""
+        # First: a shared volume found unusable withholds the objects that would mount it,
+        # so none of them may be created by the shortcut below.
+        for manifest in run.plan.shared:
+            await self._check_unseen_shared(run, manifest)
         unproven = [manifest for manifest in run.plan.desired if _name_unproven(run, manifest)]
         if (
-            len(unproven) == 1
+            not run.conflicts
+            and len(unproven) == 1
             and _to_be_created(run, unproven[0])
             and await self._created_first(run, unproven[0])
         ):
@@ -86,6 +92,23 @@ class DesiredObjects:
         )
         for conflict in run.conflicts:
             await self._tell_name_conflict(run, conflict)
+
+    async def _check_unseen_shared(self, run: PlanRun, manifest: dict[str, Any]) -> None:
+        """A shared object the planner saw missing (only then: one it observes is the
+        operator's) that exists unlabelled is a conflict (:func:`unseen_shared`): the plan's
+        objects of its namespace, which would mount it, are withheld with it."""
+        key, target = manifest_key(manifest), ObjectRef.of(manifest)
+        if key not in run.absent:
+            return
+        found = await self._calls.guarded(functools.partial(self._live, manifest), "apply", target)
+        if isinstance(found, Failure):
+            await self._calls.fail(run, found, warning_reason="ApplyFailed")
+            run.unread.add(key)
+            return
+        conflict = unseen_shared(found[0])
+        if conflict is not None:
+            run.conflicts.append(conflict)
+            run.memo.objects.pop(key, None)
 
     async def apply(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Write one desired object, unless it is unchanged since the last apply."""
@@ -141,6 +164,8 @@ class DesiredObjects:
     async def share(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Create a shared object when missing; never update it (others use it too)."""
         key, target = manifest_key(manifest), ObjectRef.of(manifest)
+        if key in run.unread or any(ref_key(c.target) == key for c in run.conflicts):
+            return  # reported by check_names
         digest = content_hash(manifest)
         if run.memo.objects.get(key) == digest and key not in run.absent:
             self._calls.record(run, "apply", target, StepOutcome.UNCHANGED)
