@@ -198,3 +198,50 @@ async def test_gpu_jobs_run_on_the_operators_taint_after_it_is_turned_off_and_re
     await pipeline.settled(within=STEP)
     # Off means "stop tainting": the operator's taint stays, nothing is added.
     assert {spec.name: await node_taints(pipeline, spec.name) for spec in FLEET} == before
+
+
+TOO_LARGE: Final = "9999999999999999999999"
+"""A quantity the CRD's pattern takes and the operator's models refuse (past 2**63 - 1)."""
+
+
+async def invalid_config_events(pipeline: Pipeline) -> list[dict[str, Any]]:
+    """The Warning Events ``InvalidConfig`` about the KaiwoConfig, as the API server holds
+    them (a cluster-scoped object's Events are in ``default``)."""
+    events = await pipeline.kube.list(
+        resources.EVENT, namespace="default", field_selector="reason=InvalidConfig"
+    )
+    return [e for e in events.items if e["involvedObject"].get("kind") == "KaiwoConfig"]
+
+
+async def test_an_invalid_kaiwo_config_gets_one_warning_event_naming_the_field(
+    stack: Pipeline,
+) -> None:
+    # Decision 0206: the KaiwoConfig has no status; the API server takes the quantity, the
+    # models refuse it, the defaults are in force, and an Event on the object says so, once.
+    pipeline, kube = stack, stack.kube
+    invalid = kaiwo_config(taint_key=OLD_KEY)
+    invalid["spec"]["ray"] = {"headPodMemory": TOO_LARGE}
+    stored = await kube.apply(invalid, field_manager="cluster-admin", force=True)
+
+    async def told() -> list[dict[str, Any]] | Pending:
+        found = await invalid_config_events(pipeline)
+        return found or Pending("no InvalidConfig Event on the KaiwoConfig yet")
+
+    await eventually(told, what="the InvalidConfig Event", within=STEP)
+    await pipeline.settled(within=STEP)
+    (event,) = await invalid_config_events(pipeline)
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == actors.KAIWO_CONFIG
+    assert event["involvedObject"]["uid"] == stored["metadata"]["uid"]
+    assert event["message"] == (
+        f"The KaiwoConfig '{actors.KAIWO_CONFIG}' is invalid, so the defaults are in force for "
+        "every setting until it is fixed: spec.ray.headPodMemory: must be at most "
+        "9223372036854775807 (2**63 - 1, the largest Kubernetes quantity), got "
+        f"'{TOO_LARGE}'"
+    )
+    assert "status" not in await kube.get(resources.KAIWO_CONFIG, actors.KAIWO_CONFIG)
+
+    # Fixed: nothing more is said.
+    await kube.apply(kaiwo_config(taint_key=OLD_KEY), field_manager="cluster-admin", force=True)
+    await pipeline.settled(within=STEP)
+    assert len(await invalid_config_events(pipeline)) == 1

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.confinement import refusals
-from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule, ScaleIntent
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, ScaleIntent
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 OWNER = ObjectRef(api_version=KAIWO, kind="KaiwoJob", name="train", namespace="ml-team", uid="u-1")
@@ -223,7 +223,16 @@ def test_only_the_default_singletons_are_created_by_a_plan() -> None:
     )
 
 
-def test_kinds_that_own_nothing_are_refused() -> None:
+def test_kinds_that_are_no_owners_are_refused() -> None:
+    config_map = ObjectRef(api_version="v1", kind="ConfigMap", name="c", namespace="x", uid="c")
+    assert refusals(Plan(owner=config_map), owner={"metadata": {"uid": "c"}}) == (
+        "a ConfigMap owns no children",
+    )
+
+
+def test_a_configuration_objects_plan_carries_only_events() -> None:
+    # Decision 0206: a KaiwoConfig or an AIMNamespaceConfig the operator cannot use gets a
+    # Warning Event; it owns nothing and has no status.
     config = ObjectRef(
         api_version="config.kaiwo.silogen.ai/v1alpha1",
         kind="AIMNamespaceConfig",
@@ -231,8 +240,30 @@ def test_kinds_that_own_nothing_are_refused() -> None:
         namespace="x",
         uid="c",
     )
-    assert refusals(Plan(owner=config), owner={"metadata": {"uid": "c"}}) == (
-        "a AIMNamespaceConfig owns no children",
+    live = {"metadata": {"uid": "c"}}
+    warning = EventIntent(type="Warning", reason="InvalidConfig", message="bad")
+    assert refusals(Plan(owner=config, events=(warning,)), owner=live) == ()
+    with_status = Plan(owner=config, events=(warning,), status={"status": "READY"})
+    assert refusals(with_status, owner=live) == (
+        "a AIMNamespaceConfig has no status a plan may write",
+    )
+    child = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": "x"},
+    }
+    assert refusals(Plan(owner=config, desired=(child,)), owner=live) == (
+        "ConfigMap x/x: a AIMNamespaceConfig may not write a ConfigMap of v1",
+    )
+    kaiwo_config = ObjectRef(
+        api_version="config.kaiwo.silogen.ai/v1alpha1", kind="KaiwoConfig", name="kaiwo", uid="k"
+    )
+    assert (
+        refusals(Plan(owner=kaiwo_config, events=(warning,)), owner={"metadata": {"uid": "k"}})
+        == ()
+    )
+    assert refusals(Plan(owner=kaiwo_config, status={}), owner={"metadata": {"uid": "k"}}) == (
+        "a KaiwoConfig has no status a plan may write",
     )
 
 

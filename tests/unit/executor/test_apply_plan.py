@@ -525,3 +525,50 @@ async def test_a_create_only_plan_creates_and_never_overwrites_the_users_edits(
     kept = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
     assert kept["spec"] == spec
     assert outcomes(again) == [("apply", "KaiwoQueueConfig/kaiwo", "unchanged")]
+
+
+async def test_an_invalid_kaiwoconfigs_plan_writes_its_event_once_and_no_status(
+    harness: Any,
+) -> None:
+    # Decision 0206: the plan of a KaiwoConfig the operator cannot use carries only a Warning
+    # Event on it (the CRD has no status); a redelivery or a re-publication adds nothing.
+    await harness.kube.apply_crd(custom_resource_definition(KaiwoConfig), field_manager="tests")
+    api_version = "config.kaiwo.silogen.ai/v1alpha1"
+    stored = await harness.kube.create(
+        {
+            "apiVersion": api_version,
+            "kind": "KaiwoConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {"ray": {"headPodMemory": "lots"}},
+        }
+    )
+    harness.owner = ObjectRef(
+        api_version=api_version, kind="KaiwoConfig", name="kaiwo", uid=stored["metadata"]["uid"]
+    )
+    warning = EventIntent(
+        type="Warning", reason="InvalidConfig", message="spec.ray.headPodMemory: bad"
+    )
+    plan = Plan(owner=harness.owner, events=(warning,), sources=(harness.owner_source(),))
+
+    before = harness.writes()
+    first = await harness.run(plan, plan_id="plan-1")
+    again = await harness.run(plan, plan_id="plan-2")
+
+    assert outcomes(first) == [("event", f"Event/default/{_event_name(harness)}", "applied")]
+    assert [a.outcome for a in again.actions] == ["unchanged"]
+    (event,) = harness.events(reason="InvalidConfig")
+    assert (event["type"], event["message"]) == ("Warning", "spec.ray.headPodMemory: bad")
+    assert event["involvedObject"] == {
+        "apiVersion": api_version,
+        "kind": "KaiwoConfig",
+        "name": "kaiwo",
+        "uid": harness.owner.uid,
+    }
+    assert [key[1] for key in new_writes(before, harness.writes())] == ["events"]
+    after = harness.find(api_version, "KaiwoConfig", "kaiwo", namespace=None)
+    assert "status" not in after
+
+
+def _event_name(harness: Any) -> str:
+    (event,) = harness.events(reason="InvalidConfig")
+    return str(event["metadata"]["name"])

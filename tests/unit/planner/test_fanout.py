@@ -394,11 +394,13 @@ def test_a_new_or_deleted_node_replans_everything(projection: Projection) -> Non
     )
 
 
-def test_the_kaiwo_config_replans_the_queue_config_and_every_workload(
+def test_the_kaiwo_config_replans_itself_the_queue_config_and_every_workload(
     projection: Projection,
 ) -> None:
+    # Itself: its plan carries a Warning Event while it is invalid (decision 0206).
     change = change_of(projection, named("KaiwoConfig", "kaiwo"))
-    assert owners_to_replan(change, projection) == EVERYTHING
+    itself = ObjectRef(api_version=CONFIG, kind="KaiwoConfig", name="kaiwo", uid="kc-uid")
+    assert owners_to_replan(change, projection) == (itself, *EVERYTHING)
 
 
 def test_the_queue_config_replans_itself_and_every_workload(projection: Projection) -> None:
@@ -406,9 +408,18 @@ def test_the_queue_config_replans_itself_and_every_workload(projection: Projecti
     assert owners_to_replan(change, projection) == EVERYTHING
 
 
-def test_a_namespace_config_replans_the_workloads_of_its_namespace(projection: Projection) -> None:
+def test_a_namespace_config_replans_itself_and_the_workloads_of_its_namespace(
+    projection: Projection,
+) -> None:
     change = change_of(projection, named("AIMNamespaceConfig", "defaults"))
-    assert owners_to_replan(change, projection) == (BATCH, SERVE)
+    itself = ObjectRef(
+        api_version=CONFIG,
+        kind="AIMNamespaceConfig",
+        name="defaults",
+        namespace="team-b",
+        uid="aim-b",
+    )
+    assert owners_to_replan(change, projection) == (itself, BATCH, SERVE)
 
 
 def test_a_namespace_that_appears_or_goes_replans_the_queue_config(projection: Projection) -> None:
@@ -483,7 +494,12 @@ def test_the_models_system_configuration_replans_every_model_even_as_its_label_g
 
 def test_a_namespace_config_replans_the_models_of_its_namespace(projection: Projection) -> None:
     config = obj(CONFIG, "AIMNamespaceConfig", "defaults", "aim-a", namespace="team-a")
-    assert owners_to_replan(change_of(projection, config, "ADDED"), projection) == (TRAIN, LLAMA)
+    itself = ObjectRef.of(config)
+    assert owners_to_replan(change_of(projection, config, "ADDED"), projection) == (
+        itself,
+        TRAIN,
+        LLAMA,
+    )
 
 
 def test_a_shared_cache_volume_replans_the_models_of_its_namespace(

@@ -1069,6 +1069,195 @@ def test_the_namespace_config_adds_its_pull_secrets(cluster_with):
     assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "team-registry"}]
 
 
+CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
+
+
+def kaiwo_config(spec: dict[str, Any], *, generation: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": CONFIG_API,
+        "kind": "KaiwoConfig",
+        "metadata": {
+            "name": "kaiwo",
+            "uid": "kc-uid",
+            "generation": generation,
+            "resourceVersion": "41",
+        },
+        "spec": spec,
+    }
+
+
+def aim_namespace_config(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": CONFIG_API,
+        "kind": "AIMNamespaceConfig",
+        "metadata": {
+            "name": "tenant",
+            "namespace": "team-a",
+            "uid": "aim-uid",
+            "generation": 3,
+            "resourceVersion": "42",
+        },
+        "spec": spec,
+    }
+
+
+def test_an_invalid_kaiwoconfig_gets_only_a_warning_event_naming_each_field(cluster_with):
+    # Decision 0206: the KaiwoConfig has no status; an Event on it is what a user sees.
+    config = kaiwo_config(
+        {
+            "ray": {"headPodMemory": "lots"},
+            "scheduling": {"pendingThresholdForPreemption": "soon"},
+        }
+    )
+
+    plan = planned(owner=config, cluster=cluster_with(config), now=NOW)
+
+    assert plan is not None
+    assert plan.owner == ObjectRef(
+        api_version=CONFIG_API, kind="KaiwoConfig", name="kaiwo", uid="kc-uid"
+    )
+    assert (plan.observed_generation, plan.observed_resource_version) == (2, "41")
+    assert plan.events == (
+        EventIntent(
+            type="Warning",
+            reason="InvalidConfig",
+            message=(
+                "The KaiwoConfig 'kaiwo' is invalid, so the defaults are in force for every "
+                "setting until it is fixed: spec.ray.headPodMemory: must be a non-negative "
+                "Kubernetes quantity such as 500m, 16Gi, 100G or 8 (digits with an optional "
+                "decimal point, then one of the suffixes n u m k M G T P E Ki Mi Gi Ti Pi Ei "
+                "or an exponent e3), got 'lots'; spec.scheduling.pendingThresholdForPreemption: "
+                "must be a duration such as 30s, 5m or 1h30m, at most 2562047h"
+            ),
+        ),
+    )
+    # Nothing else: no status (the CRD has none), no children, nothing pruned.
+    assert (plan.status, plan.desired, plan.prune, plan.prune_selector) == (None, (), (), {})
+    assert [source.ref.kind for source in plan.sources] == ["KaiwoConfig"]
+
+
+def test_the_same_invalid_kaiwoconfig_plans_the_same_event_and_an_edit_a_new_one(cluster_with):
+    # The executor emits a plan's Events once per fingerprint: the same version settles.
+    config = kaiwo_config({"ray": {"headPodMemory": "lots"}})
+    first = planned(owner=config, cluster=cluster_with(config), now=NOW)
+    later = planned(owner=config, cluster=cluster_with(config), now=NOW + timedelta(hours=1))
+    edited = kaiwo_config({"ray": {"headPodMemory": "more"}}, generation=3)
+    after_edit = planned(owner=edited, cluster=cluster_with(edited), now=NOW)
+
+    assert first is not None and later is not None and after_edit is not None
+    assert later.fingerprint() == first.fingerprint()
+    assert after_edit.fingerprint() != first.fingerprint()
+    assert after_edit.events[0].message.endswith("got 'more'")
+
+
+def test_a_valid_kaiwoconfig_and_one_of_another_name_plan_nothing(cluster_with):
+    valid = kaiwo_config({"ray": {"headPodMemory": "32Gi"}})
+    other = kaiwo_config({"ray": {"headPodMemory": "lots"}})
+    other["metadata"]["name"] = "other"  # never read: nothing to say about it
+
+    assert planned(owner=valid, cluster=cluster_with(valid), now=NOW) is None
+    assert planned(owner=other, cluster=cluster_with(other), now=NOW) is None
+
+
+def test_an_invalid_kaiwoconfig_leaves_the_workloads_on_the_defaults(cluster_with):
+    config = kaiwo_config({"ray": {"headPodMemory": "lots", "defaultRayImage": "example/x:1"}})
+    owner = kaiwo_job({"user": "ann@example.com", "entrypoint": "python x.py"})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner, config), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    assert main_container(job)["image"] == "ghcr.io/silogen/rocm-ray:6.4"
+    # Told on the KaiwoConfig, not on every workload.
+    assert [e.reason for e in plan.events] == ["WorkloadPending"]
+
+
+def test_names_an_aimnamespaceconfig_gives_children_that_cannot_use_them_are_told(cluster_with):
+    config = aim_namespace_config(
+        {
+            "gateway": {"name": "kgw", "namespace": "Gateway-System"},
+            "images": {"imagePullSecrets": ["team-registry", "Team_Registry"]},
+            "credentials": {
+                "huggingFaceToken": {"secretName": "hf-creds", "secretKey": "hf/token"}
+            },
+        }
+    )
+
+    plan = planned(owner=config, cluster=cluster_with(config), now=NOW)
+
+    assert plan is not None
+    assert plan.owner == ObjectRef(
+        api_version=CONFIG_API,
+        kind="AIMNamespaceConfig",
+        name="tenant",
+        namespace="team-a",
+        uid="aim-uid",
+    )
+    assert plan.events == (
+        EventIntent(
+            type="Warning",
+            reason="InvalidConfig",
+            message=(
+                "The AIMNamespaceConfig gives names the children of the workloads and Models "
+                "of namespace 'team-a' cannot use (the API server refuses such a child, or no "
+                "Secret or Gateway can be so named); they are passed on as written until "
+                'fixed: spec.gateway.namespace: "Gateway-System" must be a namespace\'s name: '
+                "a lowercase RFC 1123 label of at most 63 characters, such as gateway-system; "
+                'spec.credentials.huggingFaceToken.secretKey: "hf/token" must be a Secret\'s '
+                "key: at most 253 letters, digits, '-', '_' or '.', not '.' or '..' and not "
+                "starting with '..', such as token; spec.images.imagePullSecrets[1]: "
+                '"Team_Registry" must be a Secret\'s name: a lowercase RFC 1123 subdomain of '
+                "at most 253 characters, such as hf-creds"
+            ),
+        ),
+    )
+    assert (plan.status, plan.desired, plan.prune) == (None, (), ())
+
+
+def test_a_namespace_configs_names_reach_the_children_as_written(cluster_with):
+    # Decision 0206: a typo in the config must not roll or prune what runs, so the children
+    # get the names as before, and the Event on the config says what is wrong.
+    config = aim_namespace_config({"images": {"imagePullSecrets": ["team-registry", "Bad_Name"]}})
+    owner = kaiwo_job(TRAIN_SPEC)
+
+    plan = planned(owner=owner, cluster=cluster_with(owner, config), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "team-registry"},
+        {"name": "Bad_Name"},
+    ]
+
+
+def test_an_aimnamespaceconfig_the_models_refuse_is_told_it_is_ignored(cluster_with):
+    config = aim_namespace_config({"images": {"imagePullSecrets": "team-registry"}})
+
+    plan = planned(owner=config, cluster=cluster_with(config), now=NOW)
+
+    assert plan is not None
+    assert [(e.reason, e.message) for e in plan.events] == [
+        (
+            "InvalidConfig",
+            "The AIMNamespaceConfig is invalid, so it is ignored (none of its settings reach "
+            "the workloads and Models of namespace 'team-a') until it is fixed: "
+            "spec.images.imagePullSecrets: must be a list",
+        )
+    ]
+
+
+def test_a_valid_aimnamespaceconfig_plans_nothing(cluster_with):
+    config = aim_namespace_config(
+        {
+            "gateway": {"name": "kgw", "namespace": "gateway-system"},
+            "images": {"imagePullSecrets": ["team-registry"]},
+            "credentials": {"huggingFaceToken": {"secretName": "hf-creds", "secretKey": "token"}},
+        }
+    )
+
+    assert planned(owner=config, cluster=cluster_with(config), now=NOW) is None
+
+
 def test_the_download_pod_gets_the_workloads_pod_labels_and_pull_secrets(cluster_with):
     # The reference: podTemplateSpecLabels go on "the generated Pods", imagePullSecrets on
     # "the PodSpec for all generated pods"; the download pod is one (decision 0192). The

@@ -417,3 +417,61 @@ async def test_a_resync_does_not_rewrite_a_running_workloads_status(
         assert [
             p.data.plan.status for p in owner_plans(harness)[published:] if p.subject != "kaiwo"
         ] == []
+
+
+def kaiwo_config(head_pod_memory: str, generation: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo", "uid": "uid-kc", "generation": generation},
+        "spec": {"ray": {"headPodMemory": head_pod_memory}},
+    }
+
+
+def config_warnings(harness: Any) -> list[tuple[int | None, str]]:
+    """The generation and Event message of every KaiwoConfig plan published."""
+    return [
+        (plan.data.plan.observed_generation, event.message)
+        for plan in owner_plans(harness)
+        if plan.data.plan.owner.kind == "KaiwoConfig"
+        for event in plan.data.plan.events
+    ]
+
+
+async def test_an_invalid_kaiwo_config_is_told_once_per_version_and_settles(
+    harness: Any, clock: Any
+) -> None:
+    # Decision 0206: the plan of an invalid KaiwoConfig carries one Warning Event; the same
+    # version plans the same (no news, nothing published), a fixed one plans nothing.
+    told = (
+        "The KaiwoConfig 'kaiwo' is invalid, so the defaults are in force for every setting "
+        "until it is fixed: spec.ray.headPodMemory: must be a non-negative Kubernetes quantity "
+        "such as 500m, 16Gi, 100G or 8 (digits with an optional decimal point, then one of the "
+        "suffixes n u m k M G T P E Ki Mi Gi Ti Pi Ei or an exponent e3), got 'lots'"
+    )
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(kaiwo_config("lots", 1), "1", "ADDED")
+    await harness.drain(service)
+    assert config_warnings(harness) == [(1, told)]
+    (plan,) = [p for p in owner_plans(harness) if p.data.plan.owner.kind == "KaiwoConfig"]
+    assert plan.data.plan.status is None and plan.data.plan.desired == ()
+    assert replayed(harness, plan) == canonical_json(plan.data.plan.model_dump(mode="json"))
+
+    # Observed again (a relist), resynced: settled, nothing more is published.
+    published = len(harness.plans())
+    clock.advance(60)
+    await harness.observe(kaiwo_config("lots", 1), "2")
+    await harness.drain(service)
+    await service.resync()
+    assert len(harness.plans()) == published
+
+    # Fixed: nothing to say. Broken again: told again, about the new version.
+    clock.advance(60)
+    await harness.observe(kaiwo_config("32Gi", 2), "3")
+    await harness.drain(service)
+    assert config_warnings(harness) == [(1, told)]
+    clock.advance(60)
+    await harness.observe(kaiwo_config("lots", 3), "4")
+    await harness.drain(service)
+    assert config_warnings(harness) == [(1, told), (3, told)]

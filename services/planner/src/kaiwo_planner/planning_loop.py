@@ -56,6 +56,7 @@ from kaiwo_runtime.logging import bound_context
 from kaiwo_planner.domain.fanout import (
     all_gpu_workloads,
     all_workloads,
+    configuration_objects,
     queue_config,
 )
 from kaiwo_planner.domain.models.replanning import all_models
@@ -265,8 +266,9 @@ class PlanningLoop:
         return fired
 
     async def resync(self, *, reapply_gaps: bool = True) -> int:
-        """Plan every owner now (the queue config, every workload, Model and GpuWorkload);
-        returns how many.
+        """Plan every owner now (the queue config, every workload, Model and GpuWorkload, and
+        the configuration objects, whose plans say only when they are invalid); returns how
+        many.
 
         ``reapply_gaps``: publish again for owners whose desired objects are still absent or
         drifted, though nothing changed since the last plan.
@@ -276,6 +278,7 @@ class PlanningLoop:
             *all_workloads(self._projection),
             *all_models(self._projection),
             *all_gpu_workloads(self._projection),
+            *configuration_objects(self._projection),
         )
         why = Trigger("resync", self.clock(), reapply_gaps=reapply_gaps)
         with bound_context({"trigger": "resync"}):

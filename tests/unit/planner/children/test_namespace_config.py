@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kaiwo_contracts.validation import Problem
 from kaiwo_planner.domain.children.workload_children import plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.namespace_config import (
@@ -11,6 +12,7 @@ from kaiwo_planner.domain.settings.namespace_config import (
     namespace_settings,
     with_default_credentials,
 )
+from kaiwo_planner.domain.settings.namespace_config_names import namespace_config_name_problems
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
 ID = SecretKeyRef("s3", "id")
@@ -51,6 +53,89 @@ def test_a_pull_secret_named_twice_is_given_once(make_namespace_config):
     )
 
     assert namespace_settings(config, "team-a").image_pull_secrets == ("reg", "other")
+
+
+SECRET_NAME = (
+    "must be a Secret's name: a lowercase RFC 1123 subdomain of at most 253 characters, "
+    "such as hf-creds"
+)
+SECRET_KEY = (
+    "must be a Secret's key: at most 253 letters, digits, '-', '_' or '.', "
+    "not '.' or '..' and not starting with '..', such as token"
+)
+NAMESPACE = (
+    "must be a namespace's name: a lowercase RFC 1123 label of at most 63 characters, "
+    "such as gateway-system"
+)
+GATEWAY = (
+    "must be a Gateway's name: a lowercase RFC 1123 subdomain of at most 253 characters, "
+    "such as kgw-default"
+)
+
+
+def test_names_the_children_can_use_are_no_problem(make_namespace_config):
+    # At the limits the API server sets (decision 0206): 253 characters for an object's
+    # name and a key, 63 for a namespace; a key may start with one dot and hold capitals.
+    config = make_namespace_config(
+        {
+            "gateway": {"name": "g" * 253, "namespace": "n" * 63},
+            "images": {"imagePullSecrets": ["a.b-c", "r" * 253]},
+            "credentials": {
+                "huggingFaceToken": {"secretName": "hf.creds", "secretKey": ".Token_1-x"},
+                "s3": [{"accessKeyId": {"secretName": "s3", "secretKey": "k" * 253}}],
+            },
+        }
+    )
+
+    assert namespace_config_name_problems(config) == ()
+
+
+def test_each_name_the_children_cannot_use_is_named_by_its_own_field(make_namespace_config):
+    config = make_namespace_config(
+        {
+            "gateway": {"name": "g" * 254, "namespace": "gateway.system"},
+            "images": {"imagePullSecrets": ["ok", "", "Reg"]},
+            "credentials": {
+                "huggingFaceToken": {"secretName": "hf", "secretKey": ".."},
+                "s3": [
+                    {
+                        "accessKeyId": {"secretName": "s3_creds", "secretKey": "id"},
+                        "secretAccessKey": {"secretName": "s3", "secretKey": "..key"},
+                    }
+                ],
+                "gcs": [{"applicationCredentials": {"secretName": "gcs", "secretKey": "a/b"}}],
+                "azureBlob": [{"connectionString": {"secretName": "Azure", "secretKey": "."}}],
+            },
+        }
+    )
+
+    assert namespace_config_name_problems(config) == (
+        Problem("spec.gateway.namespace", f'"gateway.system" {NAMESPACE}'),
+        Problem("spec.gateway.name", f'"{"g" * 77}..." {GATEWAY}'),
+        Problem("spec.credentials.huggingFaceToken.secretKey", f'".." {SECRET_KEY}'),
+        Problem("spec.credentials.s3[0].accessKeyId.secretName", f'"s3_creds" {SECRET_NAME}'),
+        Problem("spec.credentials.s3[0].secretAccessKey.secretKey", f'"..key" {SECRET_KEY}'),
+        Problem("spec.credentials.gcs[0].applicationCredentials.secretKey", f'"a/b" {SECRET_KEY}'),
+        Problem(
+            "spec.credentials.azureBlob[0].connectionString.secretName", f'"Azure" {SECRET_NAME}'
+        ),
+        Problem("spec.credentials.azureBlob[0].connectionString.secretKey", f'"." {SECRET_KEY}'),
+        Problem("spec.images.imagePullSecrets[1]", f'"" {SECRET_NAME}'),
+        Problem("spec.images.imagePullSecrets[2]", f'"Reg" {SECRET_NAME}'),
+    )
+
+
+def test_a_half_reference_or_an_empty_gateway_field_is_no_name_to_check(make_namespace_config):
+    # The planner ignores a reference given by halves (decision 0121) and a gateway without
+    # a name: nothing of them reaches a child.
+    config = make_namespace_config(
+        {
+            "gateway": {"name": "", "namespace": ""},
+            "credentials": {"huggingFaceToken": {"secretName": "Bad_Name"}},
+        }
+    )
+
+    assert namespace_config_name_problems(config) == ()
 
 
 def test_s3_items_without_credentials_take_the_matching_endpoints_credentials():

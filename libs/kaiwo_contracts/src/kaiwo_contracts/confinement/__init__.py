@@ -29,7 +29,9 @@ owner:
   what they loaded on their own Pod) and its RoleBinding binds only that Role to service
   accounts of its namespace;
 * no plan deletes its owner, but a GpuWorkload's, once its workload is gone and its TTL
-  has passed; a KaiwoQueueConfig not named ``kaiwo`` gets only its status;
+  has passed; a KaiwoQueueConfig not named ``kaiwo`` gets only its status; a KaiwoConfig or
+  an AIMNamespaceConfig owns nothing and has no status: its plan carries only Events
+  (decision 0206);
 * a plan preempts (``Plan.preempt``) only as a GpuWorkload's plan, only the workload that
   GpuWorkload's spec names (its root object, by uid, in its namespace), only in the way
   preemption works for that kind (``kaiwo_contracts.gpu_workloads``: delete a Pod, Job, RayJob

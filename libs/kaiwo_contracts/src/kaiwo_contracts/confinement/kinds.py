@@ -75,6 +75,8 @@ MODEL_CHILDREN: Final[frozenset[Kind]] = frozenset(
 )
 ROLE_VERBS: Final = frozenset({"get", "patch"})
 GPU_WORKLOAD: Final[Kind] = (KAIWO_API, "GpuWorkload")
+KAIWO_CONFIG: Final[Kind] = (CONFIG_API, "KaiwoConfig")
+AIM_NAMESPACE_CONFIG: Final[Kind] = (CONFIG_API, "AIMNamespaceConfig")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class Confinement:
     """Other controllers' finalizers a plan may take off children it deletes."""
     preempts: bool = False
     """Plans may preempt the workload the owner's spec names (``Plan.preempt``)."""
+    has_status: bool = True
+    """The owner kind has a status a plan may write (``Plan.status``)."""
 
     def owns_label(self, key: str) -> bool:
         return key.startswith(self.label_prefixes) if self.label_prefixes else False
@@ -125,10 +129,12 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
     GPU_WORKLOAD: Confinement(
         children=frozenset(), namespaced=True, may_delete_itself=True, preempts=True
     ),
+    # The configuration objects own nothing and have no status: their plans carry only a
+    # Warning Event on them, when the operator cannot use them as written (decision 0206).
+    KAIWO_CONFIG: Confinement(children=frozenset(), namespaced=False, has_status=False),
+    AIM_NAMESPACE_CONFIG: Confinement(children=frozenset(), namespaced=True, has_status=False),
 }
-SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
-    {(KAIWO_API, "KaiwoQueueConfig"), (CONFIG_API, "KaiwoConfig")}
-)
+SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset({(KAIWO_API, "KaiwoQueueConfig"), KAIWO_CONFIG})
 
 
 def inventory_selector(owner: ObjectRef) -> dict[str, str]:

@@ -12,9 +12,12 @@ from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
 
 
 def owner_change_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
-    """What a plan changes of its owner itself: finalizers, labels, its deletion."""
+    """What a plan changes of its owner itself: its status, finalizers, labels, its
+    deletion."""
     kind = plan.owner.kind
     reasons = []
+    if plan.status is not None and not confinement.has_status:
+        reasons.append(f"a {kind} has no status a plan may write")
     if plan.finalizers is not None:
         foreign = sorted(set(plan.finalizers) - confinement.finalizers)
         if foreign:

@@ -1,7 +1,8 @@
 """Which owners to plan again after one observed change.
 
-Plans are made per *owner*: a KaiwoJob, a KaiwoService, or the ``kaiwo`` KaiwoQueueConfig.
-An observed change matters to:
+Plans are made per *owner*: a KaiwoJob, a KaiwoService, or the ``kaiwo`` KaiwoQueueConfig
+(and a Model, a GpuWorkload, a GPU workload's root; a KaiwoConfig and an AIMNamespaceConfig,
+whose plans carry only a Warning Event when they are invalid). An observed change matters to:
 
 * a KaiwoJob or KaiwoService: itself, and the KaiwoQueueConfig when the set of (queue,
   namespace) pairs in use changed with it (its LocalQueues follow that set);
@@ -18,9 +19,11 @@ An observed change matters to:
 * a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
   schedulability) — but only when something planning reads changed (labels, taints,
   schedulability, readiness, capacity): a heartbeat re-plans nothing;
-* the KaiwoConfig: the KaiwoQueueConfig and every workload;
+* the KaiwoConfig: itself (its plan says when it is invalid, decision 0206), the
+  KaiwoQueueConfig and every workload;
 * the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
-* an AIMNamespaceConfig: the workloads of its namespace;
+* an AIMNamespaceConfig: itself (its plan says when it is invalid or gives names its
+  children cannot use, decision 0206) and the workloads of its namespace;
 * a Namespace that appears or disappears: the KaiwoQueueConfig (its LocalQueues);
 * a PriorityClass or a Kueue WorkloadPriorityClass: every workload (a ``priorityClass`` may
   name it), and for a WorkloadPriorityClass the KaiwoQueueConfig managing it;
@@ -115,12 +118,13 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         owners = [change.ref, *all_workloads(projection)]
     elif kind == KAIWO_CONFIG:
         owners = [
+            change.ref,
             *queue_config(projection),
             *all_workloads(projection),
             *all_gpu_workloads(projection),
         ]
     elif kind == AIM_NAMESPACE_CONFIG:
-        owners = list(all_workloads(projection, namespace=change.ref.namespace))
+        owners = [change.ref, *all_workloads(projection, namespace=change.ref.namespace)]
     elif kind == NODE:
         owners = (
             [*queue_config(projection), *all_workloads(projection)]
@@ -182,6 +186,16 @@ def _workloads_beside_a_default_queue(change: Change, projection: Projection) ->
     if change.previous is not None and not change.deleted:
         return []
     return all_workloads(projection, namespace=change.ref.namespace)
+
+
+def configuration_objects(projection: Projection) -> list[ObjectRef]:
+    """Every KaiwoConfig and AIMNamespaceConfig the projection holds (their plans say only
+    when they are invalid, decision 0206)."""
+    return [
+        ObjectRef.of(obj)
+        for group, kind in (KAIWO_CONFIG, AIM_NAMESPACE_CONFIG)
+        for obj in projection.objects_of_kind(group=group, kind=kind)
+    ]
 
 
 def all_gpu_workloads(projection: Projection, *, namespace: str | None = None) -> list[ObjectRef]:

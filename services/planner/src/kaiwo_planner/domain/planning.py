@@ -14,9 +14,11 @@ By kind:
   (:func:`~kaiwo_planner.domain.queues.queue_config.plan_queue_config`), with a LocalQueue in every
   namespace whose workloads use a queue that lists no namespaces: the KaiwoQueueConfig plan
   is the one owner of every LocalQueue (upstream also creates them from workload reconciles).
-* KaiwoConfig, AIMNamespaceConfig: None. They own nothing; they change the plans of others
+* KaiwoConfig, AIMNamespaceConfig: they own nothing; they change the plans of others
   (the KaiwoQueueConfig and the workloads, which read them from the cluster state), and the
-  planner re-plans those when they change.
+  planner re-plans those when they change. Their own plan is None, but for one the operator
+  cannot use as written: then a plan of only a Warning Event on it, naming its fields (no
+  status: they have none; :mod:`~kaiwo_planner.domain.status.config_events`, decision 0206).
 * Model (KubeAI): its model-server Pods, files, cache and adapters
   (:mod:`~kaiwo_planner.domain.models`).
 * GpuWorkload, and the root of a GPU workload no Kaiwo kind owns (a Pod, Job, Deployment,
@@ -57,12 +59,15 @@ from kaiwo_planner.domain.plan_sources import with_sources
 from kaiwo_planner.domain.queues.previous_run import previous_run_recheck_at
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
 from kaiwo_planner.domain.settings.cluster_settings import (
+    KAIWO_CONFIG_KIND,
     KAIWO_GROUP,
+    NAMESPACE_CONFIG_KIND,
     kaiwo_config,
     namespaces_by_queue,
 )
 from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.config_events import plan_kaiwo_config, plan_namespace_config
 from kaiwo_planner.domain.status.invalid_owner import (
     invalid_owner_plan,
     oversized_owner_plan,
@@ -119,7 +124,7 @@ def _plan_by_kind(
     if other is not None:
         return other
     if group != KAIWO_GROUP:
-        return PlanningResult(plan=None)
+        return PlanningResult(plan=_plan_configuration(owner, (group, kind)))
     if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":
         oversized = oversized_marker(owner)
         if oversized is not None:
@@ -143,6 +148,17 @@ def _plan_by_kind(
         )
         return PlanningResult(plan=plan, replan_at=recheck)
     return PlanningResult(plan=None)
+
+
+def _plan_configuration(owner: Mapping[str, Any], kind: tuple[str, str]) -> Plan | None:
+    """A KaiwoConfig's or an AIMNamespaceConfig's plan: only its Warning Event, when the
+    operator cannot use it as written (:mod:`~kaiwo_planner.domain.status.config_events`);
+    None for them otherwise, and for any other kind (not an owner)."""
+    if kind == KAIWO_CONFIG_KIND:
+        return plan_kaiwo_config(owner)
+    if kind == NAMESPACE_CONFIG_KIND:
+        return plan_namespace_config(owner)
+    return None
 
 
 def _plan_model_or_gpu_workload(

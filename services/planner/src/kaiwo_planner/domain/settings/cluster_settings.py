@@ -9,7 +9,8 @@ plan made with it.
 Choices:
 
 * A KaiwoConfig that is missing or fails validation counts as ``KaiwoConfig.default()``: the
-  operator keeps working with the documented defaults rather than stopping every workload.
+  operator keeps working with the documented defaults rather than stopping every workload
+  (an invalid one's own plan is a Warning Event on it saying so, decision 0206).
 * A KaiwoQueueConfig that fails validation counts as missing; workloads waiting for a queue
   then report ``QueueConfigInvalid``, naming it (:func:`queue_config_invalid`), and its own
   plan says what is wrong with it.
