@@ -217,7 +217,7 @@ async def test_an_invalid_kaiwo_config_gets_one_warning_event_naming_the_field(
     stack: Pipeline,
 ) -> None:
     # Decision 0206: the KaiwoConfig has no status; the API server takes the quantity, the
-    # models refuse it, the defaults are in force, and an Event on the object says so, once.
+    # models refuse it, the planner takes the defaults, and an Event on the object says so, once.
     pipeline, kube = stack, stack.kube
     invalid = kaiwo_config(taint_key=OLD_KEY)
     invalid["spec"]["ray"] = {"headPodMemory": TOO_LARGE}
@@ -234,8 +234,9 @@ async def test_an_invalid_kaiwo_config_gets_one_warning_event_naming_the_field(
     assert event["involvedObject"]["name"] == actors.KAIWO_CONFIG
     assert event["involvedObject"]["uid"] == stored["metadata"]["uid"]
     assert event["message"] == (
-        f"The KaiwoConfig '{actors.KAIWO_CONFIG}' is invalid, so the defaults are in force for "
-        "every setting until it is fixed: spec.ray.headPodMemory: must be at most "
+        f"The KaiwoConfig '{actors.KAIWO_CONFIG}' is invalid, so until it is fixed workloads "
+        "are planned with the defaults and the monitor judges no GPU use (no findings, no "
+        "preemption): spec.ray.headPodMemory: must be at most "
         "9223372036854775807 (2**63 - 1, the largest Kubernetes quantity), got "
         f"'{TOO_LARGE}'"
     )

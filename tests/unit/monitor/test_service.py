@@ -428,6 +428,30 @@ async def test_the_kaiwoconfig_threshold_and_namespaces_apply(kit: Kit) -> None:
     ]
 
 
+async def test_an_invalid_kaiwoconfig_is_not_judged_by_until_fixed(kit: Kit) -> None:
+    """Decision 0206: the planner takes the defaults for an invalid KaiwoConfig, and the
+    monitor judges no GPU use meanwhile (the KaiwoConfig's Event says both): settings nobody
+    chose must not preempt anyone."""
+    kit.cluster.put(
+        resources.KAIWO_CONFIG,
+        kaiwo_config({"lowUtilizationThreshold": 60, "terminateUnderutilizedAfter": "soon"}),
+    )
+    kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
+    service = kit.service()
+
+    await service.tick()
+
+    assert published(kit.jetstream) == []
+    assert (
+        sample_value(service.metrics, "kaiwo_monitor_tick_failures_total", {"stage": "config"})
+        == 1
+    )
+    kit.cluster.put(resources.KAIWO_CONFIG, kaiwo_config({"lowUtilizationThreshold": 60}))
+    kit.clock.now = T0 + timedelta(minutes=1)
+    await service.tick()
+    assert published(kit.jetstream) != []
+
+
 async def test_a_failed_scrape_ends_the_tick_and_marks_the_leader_unhealthy(
     kit: Kit, wait_for: Callable[..., Awaitable[None]]
 ) -> None:

@@ -1122,8 +1122,9 @@ def test_an_invalid_kaiwoconfig_gets_only_a_warning_event_naming_each_field(clus
             type="Warning",
             reason="InvalidConfig",
             message=(
-                "The KaiwoConfig 'kaiwo' is invalid, so the defaults are in force for every "
-                "setting until it is fixed: spec.ray.headPodMemory: must be a non-negative "
+                "The KaiwoConfig 'kaiwo' is invalid, so until it is fixed workloads are "
+                "planned with the defaults and the monitor judges no GPU use (no findings, no "
+                "preemption): spec.ray.headPodMemory: must be a non-negative "
                 "Kubernetes quantity such as 500m, 16Gi, 100G or 8 (digits with an optional "
                 "decimal point, then one of the suffixes n u m k M G T P E Ki Mi Gi Ti Pi Ei "
                 "or an exponent e3), got 'lots'; spec.scheduling.pendingThresholdForPreemption: "

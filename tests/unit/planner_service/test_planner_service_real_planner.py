@@ -444,8 +444,9 @@ async def test_an_invalid_kaiwo_config_is_told_once_per_version_and_settles(
     # Decision 0206: the plan of an invalid KaiwoConfig carries one Warning Event; the same
     # version plans the same (no news, nothing published), a fixed one plans nothing.
     told = (
-        "The KaiwoConfig 'kaiwo' is invalid, so the defaults are in force for every setting "
-        "until it is fixed: spec.ray.headPodMemory: must be a non-negative Kubernetes quantity "
+        "The KaiwoConfig 'kaiwo' is invalid, so until it is fixed workloads are planned with "
+        "the defaults and the monitor judges no GPU use (no findings, no preemption): "
+        "spec.ray.headPodMemory: must be a non-negative Kubernetes quantity "
         "such as 500m, 16Gi, 100G or 8 (digits with an optional decimal point, then one of the "
         "suffixes n u m k M G T P E Ki Mi Gi Ti Pi Ei or an exponent e3), got 'lots'"
     )

@@ -7,9 +7,11 @@ of such an object carries that one Event: no desired objects, no prune rules, no
 executor writes none when the plan has none, and refuses one for these kinds).
 
 * **KaiwoConfig ``kaiwo``** the models refuse (a malformed quantity or duration, a value out
-  of range: what the CRD's schema cannot say): the defaults are in force for every setting
-  (:func:`~kaiwo_planner.domain.settings.cluster_settings.kaiwo_config`, decision 0008); the
-  Event (reason ``InvalidConfig``) names each field and rule and says so. A KaiwoConfig of
+  of range: what the CRD's schema cannot say): workloads are planned with the defaults
+  (:func:`~kaiwo_planner.domain.settings.cluster_settings.kaiwo_config`, decision 0008) and
+  the monitor skips its ticks (no findings, no preemption: a typo must not preempt under
+  settings nobody chose); the Event (reason ``InvalidConfig``) names each field and rule and
+  says so. A KaiwoConfig of
   another name is never read: no plan.
 * **AIMNamespaceConfig** the models refuse: it is ignored (the first valid one by name in
   its namespace is in force); the Event says so. One that parses but gives names its
@@ -57,8 +59,9 @@ def plan_kaiwo_config(owner: Mapping[str, Any]) -> Plan | None:
     if not problems:
         return None
     message = (
-        f"The KaiwoConfig {KAIWO_CONFIG_NAME!r} is invalid, so the defaults are in force for "
-        f"every setting until it is fixed: {_listed(problems)}"
+        f"The KaiwoConfig {KAIWO_CONFIG_NAME!r} is invalid, so until it is fixed workloads "
+        "are planned with the defaults and the monitor judges no GPU use (no findings, no "
+        f"preemption): {_listed(problems)}"
     )
     return _event_plan(owner, message)
 
