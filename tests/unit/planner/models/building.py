@@ -84,7 +84,8 @@ def expected(name: str, *, pod_hash: str | None = None) -> dict[str, Any]:
     """An expected manifest from ``expected/<name>.yaml``, with ``<hash>`` filled in."""
     text = (EXPECTED_DIR / f"{name}.yaml").read_text()
     if pod_hash is not None:
-        text = text.replace("<hash>", pod_hash)
+        # Quoted where it is a whole value: a hash of digits only is read as a number.
+        text = text.replace(": <hash>", f': "{pod_hash}"').replace("<hash>", pod_hash)
     loaded: dict[str, Any] = yaml.safe_load(text)
     return loaded
 

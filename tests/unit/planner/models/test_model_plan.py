@@ -34,6 +34,7 @@ CACHED: dict[str, Any] = {
     "resourceProfile": "cpu:1",
     "cacheProfile": "fast",
     "env": {"X": "1"},
+    "envFrom": [{"secretRef": {"name": "bucket-creds"}}],
     "replicas": 1,
 }
 LIVE = {"metadata": {"uid": "u-1"}}

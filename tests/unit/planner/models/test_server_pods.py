@@ -101,6 +101,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[dict[str, Any], ...]]] = {
             "engine": "VLLM",
             "adapters": [{"name": "sql", "url": "hf://org/sql-lora"}],
             "files": [{"path": "/config/chat.jinja", "content": "{{ messages }}"}],
+            "envFrom": [{"secretRef": {"name": "bucket-creds"}}],
             "replicas": 1,
         },
         (),
