@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from kaiwo_gateway.domain.autoscaling import ScalingSpec
 from kaiwo_gateway.domain.catalog import Catalog, Endpoint
-from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.routing import (
+    Ambiguous,
+    Route,
+    Unknown,
+    balancing_prefix,
+    find_route,
+    prompt_prefix,
+)
 from kaiwo_gateway.domain.selectors import LabelSelector, parse_selectors
 
 from tests.unit.gateway.model_objects import model_object, pod_object
@@ -145,6 +152,19 @@ def test_the_prefix_is_the_prompt_or_the_last_user_message_cut_to_length() -> No
     assert prompt_prefix("/v1/completions", {"prompt": "Once upon a time"}, 4) == "Once"
     assert prompt_prefix("/v1/completions", {"prompt": ["abc", "def"]}, 10) == "abc"
     assert prompt_prefix("/v1/embeddings", {"input": "abc"}, 10) == ""
+
+
+def test_only_a_prefix_hash_model_is_balanced_on_a_prefix_of_its_own_length() -> None:
+    prefix_hash = {"strategy": "PrefixHash", "prefixHash": {"prefixCharLength": 3}}
+    catalog = catalog_with(
+        model_object("hashed", uid="m1", loadBalancing=prefix_hash),
+        model_object("least", uid="m2", loadBalancing={"strategy": "LeastLoad"}),
+    )
+    served = {model.name: model for model in catalog.models()}
+    prompt = {"prompt": "Once upon a time"}
+
+    assert balancing_prefix(served["hashed"], "/v1/completions", prompt) == "Onc"
+    assert balancing_prefix(served["least"], "/v1/completions", prompt) == ""
 
 
 def test_a_model_carries_its_generation_and_the_fields_the_autoscaler_reads() -> None:

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
+from aiohttp import web
 from kaiwo_gateway.domain.balancing import Balancer, Choice
 from kaiwo_gateway.domain.catalog import PrefixHashSettings
 from kaiwo_gateway.domain.routing import Route
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
+from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
 from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_runtime.nats_server import free_port
 
 from tests.unit.gateway.model_objects import model_object, pod_object
 from tests.unit.gateway.test_catalog_and_routing import catalog_with
+from tests.unit.gateway.test_client_gone import NoTokens
 
 PREFIX_HASH = {"meanLoadFactor": 150, "replication": 7, "prefixCharLength": 12}
 
@@ -28,7 +33,10 @@ class RecordingBalancer(Balancer):
 
     def choose(self, **asked: Any) -> Choice | None:
         self.asked.append(
-            {key: asked.get(key) for key in ("strategy", "replication", "mean_load_factor")}
+            {
+                key: asked.get(key)
+                for key in ("strategy", "replication", "mean_load_factor", "prefix")
+            }
         )
         return super().choose(**asked)
 
@@ -70,7 +78,9 @@ async def test_every_choice_of_an_endpoint_is_asked_with_the_models_settings() -
     )
 
     assert choice.endpoint.key == "team-a/p1"
-    assert balancer.asked == [{"strategy": "PrefixHash", "replication": 7, "mean_load_factor": 150}]
+    assert balancer.asked == [
+        {"strategy": "PrefixHash", "replication": 7, "mean_load_factor": 150, "prefix": "hello"}
+    ]
 
 
 async def test_a_prefix_spilled_off_its_home_endpoint_is_counted_as_such() -> None:
@@ -108,3 +118,53 @@ async def test_a_prefix_spilled_off_its_home_endpoint_is_counted_as_such() -> No
         f'kaiwo_gateway_endpoint_choices_total{{endpoint="{other}",fallback="false",home="false",'
         'model="llm",namespace="team-a",strategy="PrefixHash"} 1.0'
     ) in exposed
+
+
+async def test_a_request_is_balanced_on_as_many_characters_as_its_model_says() -> None:
+    """``prefixCharLength`` from the Model to the prefix hashed for a request the gateway
+    serves: the last user message's first 5 characters, not the default 100."""
+    balancing = {"strategy": "PrefixHash", "prefixHash": {**PREFIX_HASH, "prefixCharLength": 5}}
+
+    async def answer(_request: web.Request) -> web.Response:
+        return web.json_response({"choices": []})
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/chat/completions", answer)
+    upstream_runner = web.AppRunner(upstream, access_log=None)
+    await upstream_runner.setup()
+    upstream_port = free_port()
+    await web.TCPSite(upstream_runner, "127.0.0.1", upstream_port).start()
+    balancer = RecordingBalancer()
+    gateway = Gateway(
+        catalog=catalog_with(
+            model_object("llm", uid="m1", loadBalancing=balancing),
+            pod_object("p1", model="llm", model_uid="m1", ip="127.0.0.1", port=str(upstream_port)),
+        ),
+        balancer=balancer,
+        metrics=GatewayMetrics(),
+        settings=ProxySettings(endpoint_wait_seconds=5),
+        access=NoTokens(),
+        policy=CallerPolicy(anonymous="loopback"),
+        load=LoadTracking(),
+    )
+    runner = web.AppRunner(gateway.application(), access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    messages = [
+        {"role": "user", "content": "an earlier question"},
+        {"role": "assistant", "content": "an answer"},
+        {"role": "user", "content": "summarise the thread"},
+    ]
+    try:
+        async with aiohttp.ClientSession() as session:
+            response = await session.post(
+                f"http://127.0.0.1:{port}/openai/v1/chat/completions",
+                json={"model": "llm", "messages": messages},
+            )
+            assert response.status == 200, await response.text()
+    finally:
+        await runner.cleanup()
+        await upstream_runner.cleanup()
+
+    assert [asked["prefix"] for asked in balancer.asked] == ["summa"]

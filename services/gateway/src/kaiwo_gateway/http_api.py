@@ -58,9 +58,9 @@ from kaiwo_gateway.domain.routing import (
     Ambiguous,
     Route,
     Unknown,
+    balancing_prefix,
     candidate_namespaces,
     find_route,
-    prompt_prefix,
 )
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
@@ -350,12 +350,7 @@ class Gateway:
             raise bad_request(found.message, param="model")
         if found.adapter is not None and document:
             body = json.dumps({**document, "model": found.backend_model}).encode()
-        settings = found.model.prefix_hash
-        prefix = (
-            prompt_prefix(f"/v1/{route_name}", document, settings.prefix_char_length)
-            if found.model.strategy == "PrefixHash"
-            else ""
-        )
+        prefix = balancing_prefix(found.model, f"/v1/{route_name}", document)
         return _Parsed(route=found, body=body, content_type=content_type, prefix=prefix)
 
     async def _forward(

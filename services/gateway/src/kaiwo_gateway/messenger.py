@@ -51,7 +51,13 @@ from kaiwo_gateway.domain.messages import (
     settle,
     trace_headers,
 )
-from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.routing import (
+    Ambiguous,
+    Route,
+    Unknown,
+    balancing_prefix,
+    find_route,
+)
 from kaiwo_gateway.domain.selectors import LabelSelector
 from kaiwo_gateway.http_api import Gateway
 from kaiwo_gateway.message_replies import publish_settled
@@ -303,11 +309,7 @@ class Messenger:
         body = dict(request.body)
         if route.adapter is not None:
             body["model"] = route.backend_model
-        prefix = (
-            prompt_prefix(request.path, body, model.prefix_hash.prefix_char_length)
-            if model.strategy == "PrefixHash"
-            else ""
-        )
+        prefix = balancing_prefix(model, request.path, body)
         key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
         in_flight = self.gateway.metrics.in_flight.labels(
             namespace=model.namespace, model=model.name

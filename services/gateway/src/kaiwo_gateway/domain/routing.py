@@ -94,6 +94,15 @@ def find_route(
     return Route(model=found[0], adapter=adapter)
 
 
+def balancing_prefix(model: ServedModel, path: str, body: Mapping[str, Any]) -> str:
+    """What a request to ``model`` is balanced on: its :func:`prompt_prefix` of the Model's
+    ``prefixCharLength`` under PrefixHash, nothing under any other strategy. The one rule of
+    the HTTP API and the messenger alike."""
+    if model.strategy != "PrefixHash":
+        return ""
+    return prompt_prefix(path, body, model.prefix_hash.prefix_char_length)
+
+
 def prompt_prefix(path: str, body: Mapping[str, Any], length: int) -> str:
     """The first ``length`` characters of what PrefixHash hashes: for chat the *last* message
     with role ``user`` (text parts joined; the issue's rule, upstream takes the first), for
