@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 from kaiwo_gateway.domain.access import Caller
 from kaiwo_gateway.domain.balancing import Balancer
+from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.domain.load import ModelRequests
 from kaiwo_gateway.endpoint_wait import LoadTracking
 from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
@@ -52,10 +53,14 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving() -> AsyncIterator[Served]:
+async def serving(
+    catalog: Catalog | None = None, *, balancer: Balancer | None = None
+) -> AsyncIterator[Served]:
+    """The gateway on loopback, its anonymous callers allowed; ``url`` is its OpenAI API's
+    root. By default one Model, ``chat``, scaled to zero."""
     gateway = Gateway(
-        catalog=catalog_with(model_object("chat", minReplicas=0, replicas=0)),
-        balancer=Balancer(),
+        catalog=catalog or catalog_with(model_object("chat", minReplicas=0, replicas=0)),
+        balancer=balancer or Balancer(),
         metrics=GatewayMetrics(),
         settings=ProxySettings(endpoint_wait_seconds=WAIT_SECONDS),
         access=NoTokens(),
@@ -67,14 +72,16 @@ async def serving() -> AsyncIterator[Served]:
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        yield Served(gateway, f"http://127.0.0.1:{port}/openai/v1/completions")
+        yield Served(gateway, f"http://127.0.0.1:{port}/openai/v1")
     finally:
         await runner.cleanup()
 
 
 async def test_a_request_whose_client_hangs_up_while_waiting_stops_counting_at_once() -> None:
     async with serving() as served, aiohttp.ClientSession() as session:
-        request = asyncio.create_task(session.post(served.url, json={"model": "chat"}))
+        request = asyncio.create_task(
+            session.post(f"{served.url}/completions", json={"model": "chat"})
+        )
 
         def waiting() -> bool | Pending:
             load = served.load()

@@ -13,13 +13,12 @@ from kaiwo_gateway.domain.balancing import Balancer, Choice
 from kaiwo_gateway.domain.catalog import PrefixHashSettings
 from kaiwo_gateway.domain.routing import Route
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
-from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_runtime.nats_server import free_port
 
 from tests.unit.gateway.model_objects import model_object, pod_object
 from tests.unit.gateway.test_catalog_and_routing import catalog_with
-from tests.unit.gateway.test_client_gone import NoTokens
+from tests.unit.gateway.test_client_gone import serving
 
 PREFIX_HASH = {"meanLoadFactor": 150, "replication": 7, "prefixCharLength": 12}
 
@@ -135,36 +134,25 @@ async def test_a_request_is_balanced_on_as_many_characters_as_its_model_says() -
     upstream_port = free_port()
     await web.TCPSite(upstream_runner, "127.0.0.1", upstream_port).start()
     balancer = RecordingBalancer()
-    gateway = Gateway(
-        catalog=catalog_with(
-            model_object("llm", uid="m1", loadBalancing=balancing),
-            pod_object("p1", model="llm", model_uid="m1", ip="127.0.0.1", port=str(upstream_port)),
-        ),
-        balancer=balancer,
-        metrics=GatewayMetrics(),
-        settings=ProxySettings(endpoint_wait_seconds=5),
-        access=NoTokens(),
-        policy=CallerPolicy(anonymous="loopback"),
-        load=LoadTracking(),
+    catalog = catalog_with(
+        model_object("llm", uid="m1", loadBalancing=balancing),
+        pod_object("p1", model="llm", model_uid="m1", ip="127.0.0.1", port=str(upstream_port)),
     )
-    runner = web.AppRunner(gateway.application(), access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     messages = [
         {"role": "user", "content": "an earlier question"},
         {"role": "assistant", "content": "an answer"},
         {"role": "user", "content": "summarise the thread"},
     ]
     try:
-        async with aiohttp.ClientSession() as session:
+        async with (
+            serving(catalog, balancer=balancer) as served,
+            aiohttp.ClientSession() as session,
+        ):
             response = await session.post(
-                f"http://127.0.0.1:{port}/openai/v1/chat/completions",
-                json={"model": "llm", "messages": messages},
+                f"{served.url}/chat/completions", json={"model": "llm", "messages": messages}
             )
             assert response.status == 200, await response.text()
     finally:
-        await runner.cleanup()
         await upstream_runner.cleanup()
 
     assert [asked["prefix"] for asked in balancer.asked] == ["summa"]
