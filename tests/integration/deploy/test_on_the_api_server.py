@@ -74,16 +74,19 @@ def tree() -> DeployTree:
 
 def prepared(real_cluster: RealCluster) -> RealCluster:
     """The session's API server, also serving ServiceMonitors, with kaiwo-system there."""
-    run_kubectl(
-        real_cluster, "apply", "--server-side", "--field-manager", FIELD_MANAGER,
-        "-f", str(SERVICE_MONITOR_CRD),
-    )  # fmt: skip
-    run_kubectl(
-        real_cluster, "wait", "--for", "condition=Established", "--timeout", "60s",
-        "crd/servicemonitors.monitoring.coreos.com",
-    )  # fmt: skip
+    serving_crd(real_cluster, SERVICE_MONITOR_CRD, "servicemonitors.monitoring.coreos.com")
     active_namespace(real_cluster, OPERATOR_NAMESPACE)
     return real_cluster
+
+
+def serving_crd(real_cluster: RealCluster, crd: Path, name: str) -> None:
+    """The CRD ``name`` (in the file ``crd``) applied, and served once it is established."""
+    run_kubectl(
+        real_cluster, "apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", str(crd)
+    )
+    run_kubectl(
+        real_cluster, "wait", "--for", "condition=Established", "--timeout", "60s", f"crd/{name}"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ from tests.deploy_manifests import (
     shared_deploy_tree,
 )
 from tests.integration.deploy.test_helm_chart import RELEASE
-from tests.integration.deploy.test_on_the_api_server import FIELD_MANAGER, prepared, run_kubectl
+from tests.integration.deploy.test_on_the_api_server import prepared, run_kubectl, serving_crd
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
 from tests.unit.planner.models.building import desired, model, models_config, only, plan_for
 
@@ -228,14 +228,7 @@ def test_the_endpoint_port_is_the_one_the_planner_names_on_the_vllm_server(
 def serving_pod_monitors(real_cluster: RealCluster) -> RealCluster:
     """:func:`prepared`'s API server (ServiceMonitors, kaiwo-system), also serving PodMonitors."""
     prepared(real_cluster)
-    run_kubectl(
-        real_cluster, "apply", "--server-side", "--field-manager", FIELD_MANAGER,
-        "-f", str(POD_MONITOR_CRD),
-    )  # fmt: skip
-    run_kubectl(
-        real_cluster, "wait", "--for", "condition=Established", "--timeout", "60s",
-        "crd/podmonitors.monitoring.coreos.com",
-    )  # fmt: skip
+    serving_crd(real_cluster, POD_MONITOR_CRD, "podmonitors.monitoring.coreos.com")
     return real_cluster
 
 

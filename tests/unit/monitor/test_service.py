@@ -443,8 +443,7 @@ async def test_an_invalid_kaiwoconfig_is_not_judged_by_until_fixed(kit: Kit) -> 
 
     assert published(kit.jetstream) == []
     assert (
-        sample_value(service.metrics, "kaiwo_monitor_tick_failures_total", {"stage": "config"})
-        == 1
+        sample_value(service.metrics, "kaiwo_monitor_tick_failures_total", {"stage": "config"}) == 1
     )
     kit.cluster.put(resources.KAIWO_CONFIG, kaiwo_config({"lowUtilizationThreshold": 60}))
     kit.clock.now = T0 + timedelta(minutes=1)
