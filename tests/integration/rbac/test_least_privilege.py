@@ -11,7 +11,8 @@ deleted, a KaiwoService behind a gateway (Deployment, Service, HTTPRoute) whose 
 deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated for running past
 its duration while another waits (its PVC pruned); a KubeAI Model with adapters rolled and
 stripped of them, one with a cache loaded, deleted and evicted, and one scaled from zero by an
-autoscaler's decision (the scale subresource); the monitor leads (through its lease in NATS,
+autoscaler's decision (the scale subresource); an AIMNamespaceConfig naming a Secret no Secret
+can be named is told so by an Event on it; the monitor leads (through its lease in NATS,
 as the planner and the executor do) and scrapes a Prometheus stub, which reports idle GPUs for
 GPU workloads no Kaiwo kind owns, one of each root kind (a bare Pod, a Job, a Deployment, a
 StatefulSet, a RayJob and a RayCluster, the test making the Ray clusters and pods KubeRay
@@ -740,6 +741,43 @@ async def operator_under_its_roles(
         )
 
 
+async def a_namespace_config_with_a_name_no_secret_can_have_is_told(p: Pipeline) -> None:
+    """Decision 0206: the Event on the AIMNamespaceConfig itself, which the executor writes
+    under its own role and policies. Its one setting is an S3 credential for an endpoint no
+    workload of the run downloads from: the service scenario deletes its own config (``aim``)
+    on the way, and this one, then in force, must change nothing that runs."""
+    await p.kube.create(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "AIMNamespaceConfig",
+            "metadata": {"name": "zz-typo", "namespace": p.namespace},
+            "spec": {
+                "credentials": {
+                    "s3": [
+                        {
+                            "endpointUrl": "https://s3.nowhere.example",
+                            "accessKeyId": {"secretName": "S3_Creds", "secretKey": "id"},
+                        }
+                    ]
+                }
+            },
+        }
+    )
+
+    async def told() -> list[str]:
+        listed = await p.kube.list(resources.EVENT, namespace=p.namespace)
+        return [
+            str(event.get("message"))
+            for event in listed.items
+            if (event.get("involvedObject") or {}).get("name") == "zz-typo"
+            and event.get("reason") == "InvalidConfig"
+        ]
+
+    [message] = await holds("the InvalidConfig Event on the AIMNamespaceConfig", told, bool)
+    assert message.startswith("The AIMNamespaceConfig gives names the children"), message
+    assert "spec.credentials.s3[0].accessKeyId.secretName" in message, message
+
+
 async def scenarios(p: Pipeline, metrics: PrometheusStub) -> None:
     await defaults_on_an_empty_cluster(p)
     await the_administrators_queue_config(p)
@@ -750,6 +788,7 @@ async def scenarios(p: Pipeline, metrics: PrometheusStub) -> None:
         a_service_behind_a_gateway_changed_every_way(p),
         a_job_past_its_duration_terminated_for_a_waiting_one(p),
         a_model_with_adapters_rolled_and_a_cached_one_deleted(p),
+        a_namespace_config_with_a_name_no_secret_can_have_is_told(p),
     )
 
 
