@@ -94,11 +94,16 @@ class DesiredObjects:
             await self._tell_name_conflict(run, conflict)
 
     async def _check_unseen_shared(self, run: PlanRun, manifest: dict[str, Any]) -> None:
-        """A shared object the planner saw missing (only then: one it observes is the
-        operator's) that exists unlabelled is a conflict (:func:`unseen_shared`): the plan's
-        objects of its namespace, which would mount it, are withheld with it."""
+        """A shared object that exists unlabelled is a conflict (:func:`unseen_shared`): the
+        plan's objects of its namespace, which would mount it, are withheld with it.
+
+        Read until this owner's plans have created or found it usable (the memo holds it
+        then), and whenever the planner names it absent again. Not only when named absent:
+        a plan names a gap only the first time it is seen, so the owner's next plan (its
+        status, its finalizer) would otherwise create the load Job over someone else's claim
+        (found on the real stack)."""
         key, target = manifest_key(manifest), ObjectRef.of(manifest)
-        if key not in run.absent:
+        if run.memo.objects.get(key) == content_hash(manifest) and key not in run.absent:
             return
         found = await self._calls.guarded(functools.partial(self._live, manifest), "apply", target)
         if isinstance(found, Failure):
