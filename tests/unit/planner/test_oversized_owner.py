@@ -15,9 +15,9 @@ T_NOW = "2026-01-01T12:00:00Z"
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 MARKER = OversizedObject(size_bytes=1_153_433, limit_bytes=1_048_576)
 MESSAGE = (
-    "The object is 1,153,433 bytes as JSON, more than the 1,048,576 bytes a message on the "
-    "operator's event bus may carry: only its metadata was observed, so nothing was planned or "
-    "changed. Make it smaller (move large values into a ConfigMap or Secret)."
+    "The object is larger as JSON than the 1,048,576 bytes a message on the operator's event "
+    "bus may carry: only its metadata was observed, so nothing was planned or changed. Make it "
+    "smaller (move large values into a ConfigMap or Secret)."
 )
 
 

@@ -102,12 +102,15 @@ def invalid_owner_plan(
 
 
 def oversized_message(oversized: OversizedObject) -> str:
-    """What an owner observed as its metadata only is told (reason :data:`REASON_TOO_LARGE`)."""
+    """What an owner observed as its metadata only is told (reason :data:`REASON_TOO_LARGE`).
+
+    Without the object's own size: the status this message goes into is part of it, so the
+    size seen after the status is written is another, which made another message, another
+    status and a second Warning Event (found on the real stack)."""
     return (
-        f"The object is {oversized.size_bytes:,} bytes as JSON, more than the "
-        f"{oversized.limit_bytes:,} bytes a message on the operator's event bus may carry: "
-        "only its metadata was observed, so nothing was planned or changed. Make it smaller "
-        "(move large values into a ConfigMap or Secret)."
+        f"The object is larger as JSON than the {oversized.limit_bytes:,} bytes a message on "
+        "the operator's event bus may carry: only its metadata was observed, so nothing was "
+        "planned or changed. Make it smaller (move large values into a ConfigMap or Secret)."
     )
 
 
