@@ -47,9 +47,9 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    ``kaiwo`` (decision 0085). Nodes are the
    exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged with the
    node's own). **Shared objects** (``Plan.shared``: a Model cache's volume) are created
-   when missing and otherwise left alone; one the planner saw missing that exists without
-   the operator's label (someone else's, which the watcher never sees) is a name conflict
-   like the above, found before anything is written (decision 0208).
+   when missing and otherwise left alone; one that exists without the operator's label
+   (someone else's, which the watcher never sees) is a name conflict like the above, found
+   before anything is written, until the owner's plans created or used it (decision 0208).
 3. **Status** through the status subresource (server-side apply, field manager
    ``kaiwo-status``), only when it differs from the status last written for the owner, and
    with the owner's planned ``resourceVersion`` as a precondition: a plan made from an older

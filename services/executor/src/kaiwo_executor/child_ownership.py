@@ -132,7 +132,7 @@ def name_conflict(
 
 
 def unseen_shared(live: Mapping[str, Any] | None) -> NameConflict | None:
-    """Whether the shared object the planner saw missing exists without the inventory label
+    """Whether the shared object exists without the inventory label
     (None: it does not exist, or carries the label and was simply not observed yet).
 
     A Model cache's volume has no controller (every Model of the profile shares it), so
