@@ -73,18 +73,13 @@ class DesiredObjects:
         ):
             unproven = []
         for manifest in unproven:
-            key, target = manifest_key(manifest), ObjectRef.of(manifest)
-            found = await self._calls.guarded(
-                functools.partial(self._live, manifest), "apply", target
-            )
-            if isinstance(found, Failure):
-                await self._calls.fail(run, found, warning_reason="ApplyFailed")
-                run.unread.add(key)
+            found = await self._read_for_check(run, manifest)
+            if found is None:
                 continue
             conflict = name_conflict(manifest, found[0])
             if conflict is not None:
                 run.conflicts.append(conflict)
-                run.memo.objects.pop(key, None)
+                run.memo.objects.pop(manifest_key(manifest), None)
                 if kept_by_kueue(conflict, found[0]):
                     await self._look_again(manifest, conflict.target)
         run.memo.name_conflict_since = (
@@ -102,18 +97,30 @@ class DesiredObjects:
         a plan names a gap only the first time it is seen, so the owner's next plan (its
         status, its finalizer) would otherwise create the load Job over someone else's claim
         (found on the real stack)."""
-        key, target = manifest_key(manifest), ObjectRef.of(manifest)
+        key = manifest_key(manifest)
         if run.memo.objects.get(key) == content_hash(manifest) and key not in run.absent:
             return
-        found = await self._calls.guarded(functools.partial(self._live, manifest), "apply", target)
-        if isinstance(found, Failure):
-            await self._calls.fail(run, found, warning_reason="ApplyFailed")
-            run.unread.add(key)
+        found = await self._read_for_check(run, manifest)
+        if found is None:
             return
         conflict = unseen_shared(found[0])
         if conflict is not None:
             run.conflicts.append(conflict)
             run.memo.objects.pop(key, None)
+
+    async def _read_for_check(
+        self, run: PlanRun, manifest: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None] | None:
+        """The live object of ``manifest`` (boxed: None inside when it does not exist), or
+        None when it could not be read: reported, and left unwritten (``run.unread``)."""
+        found = await self._calls.guarded(
+            functools.partial(self._live, manifest), "apply", ObjectRef.of(manifest)
+        )
+        if isinstance(found, Failure):
+            await self._calls.fail(run, found, warning_reason="ApplyFailed")
+            run.unread.add(manifest_key(manifest))
+            return None
+        return (found[0],)
 
     async def apply(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Write one desired object, unless it is unchanged since the last apply."""
@@ -153,7 +160,7 @@ class DesiredObjects:
                 run, "apply", target, StepOutcome.APPLIED, attempts=run.created_first[key]
             )
             return True
-        if key in run.unread or any(ref_key(c.target) == key for c in run.conflicts):
+        if _reported_by_check(run, key):
             return True  # reported by check_names, and not written blind
         held = withheld_by(manifest, run.conflicts)
         if held is not None:
@@ -169,8 +176,8 @@ class DesiredObjects:
     async def share(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Create a shared object when missing; never update it (others use it too)."""
         key, target = manifest_key(manifest), ObjectRef.of(manifest)
-        if key in run.unread or any(ref_key(c.target) == key for c in run.conflicts):
-            return  # reported by check_names
+        if _reported_by_check(run, key):
+            return  # reported by check_names, and not written blind
         digest = content_hash(manifest)
         if run.memo.objects.get(key) == digest and key not in run.absent:
             self._calls.record(run, "apply", target, StepOutcome.UNCHANGED)
@@ -482,6 +489,11 @@ def _creating_apply(manifest: dict[str, Any]) -> tuple[str, bool]:
     if created_suspended(manifest):
         return CREATE_SUSPENDED_FIELD_MANAGER, False
     return FIELD_MANAGER, True
+
+
+def _reported_by_check(run: PlanRun, key: str) -> bool:
+    """Whether ``check_names`` could not read the object of ``key`` or found its name taken."""
+    return key in run.unread or any(ref_key(c.target) == key for c in run.conflicts)
 
 
 def _to_be_created(run: PlanRun, manifest: dict[str, Any]) -> bool:
