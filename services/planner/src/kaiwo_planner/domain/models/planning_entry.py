@@ -21,11 +21,11 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.models.model_plan import plan_model
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
     REASON_TOO_LARGE,
-    VALID_CONDITION,
+    invalid_status,
+    observed_version,
     oversized_message,
     problems_message,
     spec_problems,
@@ -66,29 +66,14 @@ def invalid_model_plan(
     owner: Mapping[str, Any], *, reason: str, message: str, now: datetime
 ) -> Plan:
     """Only the ``Valid=False`` condition and its Event (see the module docstring)."""
-    meta = owner.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    generation = meta.get("generation")
-    generation = generation if isinstance(generation, int) and generation >= 0 else None
-    previous = owner.get("status")
-    previous = dict(previous) if isinstance(previous, Mapping) else {}
-    earlier = previous.get("conditions")
-    status = {
-        **previous,
-        "conditions": merge_conditions(
-            [c for c in earlier if isinstance(c, Mapping)] if isinstance(earlier, list) else (),
-            [ConditionSpec(VALID_CONDITION, "False", reason, message)],
-            generation=generation or 0,
-            now=now,
-        ),
-    }
+    generation, version = observed_version(owner)
+    status = invalid_status(owner, reason=reason, message=message, generation=generation, now=now)
     if generation is not None:
         status["observedGeneration"] = generation
-    version = meta.get("resourceVersion")
     return Plan(
         owner=ObjectRef.of(owner),
         observed_generation=generation,
-        observed_resource_version=version if isinstance(version, str) else None,
+        observed_resource_version=version,
         status=status,
         events=(EventIntent(type="Warning", reason=reason, message=message),),
     )

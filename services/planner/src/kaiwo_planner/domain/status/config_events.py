@@ -45,6 +45,7 @@ from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.invalid_owner import (
     MAX_MESSAGE_LENGTH,
     MAX_MESSAGE_PROBLEMS,
+    observed_version,
     spec_problems,
 )
 
@@ -118,13 +119,11 @@ def _listed(problems: Sequence[Problem]) -> str:
 
 
 def _event_plan(owner: Mapping[str, Any], message: str) -> Plan:
-    meta = _metadata(owner)
-    generation = meta.get("generation")
-    resource_version = meta.get("resourceVersion")
+    generation, resource_version = observed_version(owner)
     return Plan(
         owner=ObjectRef.of(owner),
-        observed_generation=generation if isinstance(generation, int) and generation >= 0 else None,
-        observed_resource_version=resource_version if isinstance(resource_version, str) else None,
+        observed_generation=generation,
+        observed_resource_version=resource_version,
         events=(
             EventIntent(
                 type="Warning", reason=REASON_INVALID_CONFIG, message=message[:MAX_MESSAGE_LENGTH]

@@ -135,6 +135,36 @@ def oversized_owner_plan(
     )
 
 
+def observed_version(owner: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The ``metadata.generation`` and ``resourceVersion`` of a wire-form owner, each None
+    when missing or malformed (a plan of an invalid owner names what it was planned from)."""
+    meta = owner.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    generation = meta.get("generation")
+    version = meta.get("resourceVersion")
+    return (
+        generation if isinstance(generation, int) and generation >= 0 else None,
+        version if isinstance(version, str) else None,
+    )
+
+
+def invalid_status(
+    owner: Mapping[str, Any], *, reason: str, message: str, generation: int | None, now: datetime
+) -> dict[str, Any]:
+    """The owner's status as observed with ``Valid=False`` (``reason``, ``message``) merged
+    into its conditions, the others kept."""
+    previous = owner.get("status")
+    previous = dict(previous) if isinstance(previous, Mapping) else {}
+    earlier = previous.get("conditions")
+    conditions = merge_conditions(
+        [c for c in earlier if isinstance(c, Mapping)] if isinstance(earlier, list) else (),
+        [ConditionSpec(VALID_CONDITION, "False", reason, message)],
+        generation=generation or 0,
+        now=now,
+    )
+    return {**previous, "conditions": conditions}
+
+
 def _reporting_plan(
     *,
     owner: Mapping[str, Any],
@@ -145,31 +175,18 @@ def _reporting_plan(
     now: datetime,
     writes_observed_generation: bool,
 ) -> Plan:
-    meta = owner.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    generation = meta.get("generation")
-    generation = generation if isinstance(generation, int) and generation >= 0 else None
-    resource_version = meta.get("resourceVersion")
-    previous = owner.get("status")
-    previous = dict(previous) if isinstance(previous, Mapping) else {}
-    conditions = merge_conditions(
-        [c for c in previous.get("conditions") or () if isinstance(c, Mapping)]
-        if isinstance(previous.get("conditions"), list)
-        else (),
-        [ConditionSpec(VALID_CONDITION, "False", reason, message)],
-        generation=generation or 0,
-        now=now,
-    )
-    phase = previous.get("status")
+    generation, resource_version = observed_version(owner)
+    status = invalid_status(owner, reason=reason, message=message, generation=generation, now=now)
+    phase = status.get("status")
     if phase not in {status.value for status in WorkloadStatus} or phase == "":
         phase = invalid_phase.value
-    status = {**previous, "status": phase, "conditions": conditions}
+    status = {**status, "status": phase}
     if generation is not None and writes_observed_generation:
         status["observedGeneration"] = generation
     return Plan(
         owner=owner_ref,
         observed_generation=generation,
-        observed_resource_version=resource_version if isinstance(resource_version, str) else None,
+        observed_resource_version=resource_version,
         status=status,
         events=(EventIntent(type="Warning", reason=reason, message=message),),
     )
