@@ -17,12 +17,13 @@ Kueue kept it pending ("excluded: taint ...") until an administrator untainted t
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import pytest
 import pytest_asyncio
-from kaiwo_kube import resources
+from kaiwo_kube import NotFound, resources
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -246,3 +247,69 @@ async def test_an_invalid_kaiwo_config_gets_one_warning_event_naming_the_field(
     await kube.apply(kaiwo_config(taint_key=OLD_KEY), field_manager="cluster-admin", force=True)
     await pipeline.settled(within=STEP)
     assert len(await invalid_config_events(pipeline)) == 1
+
+
+def namespace_config(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"images": {"imagePullSecrets": [f"{name}-registry"]}},
+    }
+
+
+async def namespace_config_events(pipeline: Pipeline, name: str) -> list[dict[str, Any]]:
+    """The Events about the AIMNamespaceConfig ``name`` of the test's namespace, as the API
+    server holds them."""
+    events = await pipeline.kube.list(resources.EVENT, namespace=pipeline.namespace)
+    return [
+        e
+        for e in events.items
+        if e["involvedObject"].get("kind") == "AIMNamespaceConfig"
+        and e["involvedObject"].get("name") == name
+    ]
+
+
+async def test_a_second_namespace_config_gets_one_warning_event_naming_the_one_in_force(
+    stack: Pipeline,
+) -> None:
+    # Decision 0209: only the first valid AIMNamespaceConfig by name is in force; the other is
+    # told so by one Warning Event on itself, and nothing more once the first is deleted.
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    try:
+        await kube.create(namespace_config("a-first", ns))
+        second = await kube.create(namespace_config("b-second", ns))
+
+        async def told() -> list[dict[str, Any]] | Pending:
+            found = await namespace_config_events(pipeline, "b-second")
+            return found or Pending("no Event on the AIMNamespaceConfig b-second yet")
+
+        await eventually(told, what="the NotInForce Event", within=STEP)
+        await pipeline.settled(within=STEP)
+        (event,) = await namespace_config_events(pipeline, "b-second")
+        assert (event["type"], event["reason"]) == ("Warning", "NotInForce")
+        assert event["involvedObject"]["uid"] == second["metadata"]["uid"]
+        assert event["message"] == (
+            f"Another AIMNamespaceConfig of namespace '{ns}', 'a-first', is in force (the first "
+            "valid one by name), so none of this one's settings reach the workloads and Models "
+            "of the namespace while it exists: keep one AIMNamespaceConfig per namespace, or "
+            "delete 'a-first' to put this one in force"
+        )
+        # The one in force is valid: nothing to say about it.
+        assert await namespace_config_events(pipeline, "a-first") == []
+
+        # The one in force deleted: the other is in force, valid, and nothing more is said.
+        await kube.delete(resources.AIM_NAMESPACE_CONFIG, "a-first", namespace=ns)
+        await pipeline.settled(within=STEP)
+        (after,) = await namespace_config_events(pipeline, "b-second")
+        assert (after["metadata"]["name"], after.get("count")) == (
+            event["metadata"]["name"],
+            event.get("count"),
+        )
+        assert after["metadata"]["resourceVersion"] == event["metadata"]["resourceVersion"]
+    finally:
+        # The stack serves the whole module: leave the test's namespace without a config.
+        for name in ("a-first", "b-second"):
+            with contextlib.suppress(NotFound):
+                await kube.delete(resources.AIM_NAMESPACE_CONFIG, name, namespace=ns)
+        await pipeline.settled(within=STEP)

@@ -745,7 +745,9 @@ async def a_namespace_config_with_a_name_no_secret_can_have_is_told(p: Pipeline)
     """Decision 0206: the Event on the AIMNamespaceConfig itself, which the executor writes
     under its own role and policies. Its one setting is an S3 credential for an endpoint no
     workload of the run downloads from: the service scenario deletes its own config (``aim``)
-    on the way, and this one, then in force, must change nothing that runs."""
+    on the way, and this one, then in force, must change nothing that runs. While ``aim``
+    (first by name) is in force, this one is told only that it is not (decision 0209): its
+    names are told once it is in force."""
     await p.kube.create(
         {
             "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
@@ -764,18 +766,34 @@ async def a_namespace_config_with_a_name_no_secret_can_have_is_told(p: Pipeline)
         }
     )
 
-    async def told() -> list[str]:
+    async def aim_gone() -> bool | Pending:
+        found = await actors.get_or_none(
+            p.kube, resources.AIM_NAMESPACE_CONFIG, "aim", namespace=p.namespace
+        )
+        return True if found is None else Pending("aim, first by name, is still in force")
+
+    # Bounded by the module's timeout: the service scenario deletes it part way through.
+    await eventually(aim_gone, what="the AIMNamespaceConfig aim deleted", within=280.0)
+
+    async def about_it() -> list[dict[str, Any]]:
         listed = await p.kube.list(resources.EVENT, namespace=p.namespace)
         return [
-            str(event.get("message"))
+            event
             for event in listed.items
             if (event.get("involvedObject") or {}).get("name") == "zz-typo"
-            and event.get("reason") == "InvalidConfig"
+        ]
+
+    async def told() -> list[str]:
+        return [
+            str(event.get("message"))
+            for event in await about_it()
+            if event.get("reason") == "InvalidConfig"
         ]
 
     [message] = await holds("the InvalidConfig Event on the AIMNamespaceConfig", told, bool)
     assert message.startswith("The AIMNamespaceConfig gives names the children"), message
     assert "spec.credentials.s3[0].accessKeyId.secretName" in message, message
+    assert {event.get("reason") for event in await about_it()} <= {"NotInForce", "InvalidConfig"}
 
 
 async def scenarios(p: Pipeline, metrics: PrometheusStub) -> None:

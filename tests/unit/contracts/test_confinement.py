@@ -243,6 +243,9 @@ def test_a_configuration_objects_plan_carries_only_events() -> None:
     live = {"metadata": {"uid": "c"}}
     warning = EventIntent(type="Warning", reason="InvalidConfig", message="bad")
     assert refusals(Plan(owner=config, events=(warning,)), owner=live) == ()
+    # Any reason: one not in force is told so too (decision 0209).
+    not_in_force = EventIntent(type="Warning", reason="NotInForce", message="another is")
+    assert refusals(Plan(owner=config, events=(not_in_force,)), owner=live) == ()
     with_status = Plan(owner=config, events=(warning,), status={"status": "READY"})
     assert refusals(with_status, owner=live) == (
         "a AIMNamespaceConfig has no status a plan may write",

@@ -422,6 +422,32 @@ def test_a_namespace_config_replans_itself_and_the_workloads_of_its_namespace(
     assert owners_to_replan(change, projection) == (itself, BATCH, SERVE)
 
 
+@pytest.mark.parametrize("event", ["ADDED", "MODIFIED", "DELETED"])
+def test_a_namespace_config_replans_the_other_namespace_configs_of_its_namespace(
+    projection: Projection, event: WatchEventType
+) -> None:
+    # Decision 0209: which one is in force (the first valid by name) may move with any
+    # change of one of them, and the others' plans say whether another is in force.
+    mine = obj(CONFIG, "AIMNamespaceConfig", "b-second", "aim-b2", namespace="team-b")
+    elsewhere = obj(CONFIG, "AIMNamespaceConfig", "a-first", "aim-a1", namespace="team-a")
+    for sequence, item in enumerate((mine, elsewhere), start=50):
+        projection.apply(observe(item, "1", "ADDED"), sequence=sequence)
+    first = obj(CONFIG, "AIMNamespaceConfig", "a-first", "aim-b1", namespace="team-b")
+    if event != "ADDED":
+        projection.apply(observe(first, "1", "ADDED"), sequence=60)
+
+    owners = owners_to_replan(change_of(projection, first, event), projection)
+
+    defaults = ObjectRef(
+        api_version=CONFIG,
+        kind="AIMNamespaceConfig",
+        name="defaults",
+        namespace="team-b",
+        uid="aim-b",
+    )
+    assert owners == (ObjectRef.of(first), ObjectRef.of(mine), defaults, BATCH, SERVE)
+
+
 def test_a_namespace_that_appears_or_goes_replans_the_queue_config(projection: Projection) -> None:
     added = obj("v1", "Namespace", "team-c", "ns-c")
     assert owners_to_replan(change_of(projection, added, "ADDED"), projection) == (KQC,)

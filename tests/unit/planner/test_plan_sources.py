@@ -135,3 +135,23 @@ def test_a_namespace_that_opts_its_workloads_in_to_idle_preemption_is_a_source()
     assert plan_of(JOB, opting_in).sources == (named(JOB), named(opting_in))
     # Without such annotations it decides nothing of the plan: not a source.
     assert plan_of(JOB, plain).sources == (named(JOB),)
+
+
+def test_an_aimnamespaceconfig_not_in_force_names_the_one_in_force_too() -> None:
+    # Decision 0209: its NotInForce plan was computed from the one in force (TEAM_A_CONFIG,
+    # "default", first by name); an invalid one's plan from itself alone.
+    later = obj(CONFIG, "AIMNamespaceConfig", "later", "later-uid", namespace="team-a", spec={})
+    broken = obj(
+        CONFIG,
+        "AIMNamespaceConfig",
+        "mistyped",
+        "broken-uid",
+        namespace="team-a",
+        spec={"images": {"imagePullSecrets": "registry"}},
+    )
+
+    assert plan_of(later, TEAM_A_CONFIG, TEAM_B_CONFIG, KAIWO_CONFIG).sources == (
+        named(later),
+        named(TEAM_A_CONFIG),
+    )
+    assert plan_of(broken, TEAM_A_CONFIG, KAIWO_CONFIG).sources == (named(broken),)

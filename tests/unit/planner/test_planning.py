@@ -1259,6 +1259,127 @@ def test_a_valid_aimnamespaceconfig_plans_nothing(cluster_with):
     assert planned(owner=config, cluster=cluster_with(config), now=NOW) is None
 
 
+def named_namespace_config(
+    name: str, spec: dict[str, Any], *, namespace: str = "team-a", resource_version: str = "42"
+) -> dict[str, Any]:
+    config = aim_namespace_config(spec)
+    config["metadata"].update(
+        name=name, namespace=namespace, uid=f"uid-{name}", resourceVersion=resource_version
+    )
+    return config
+
+
+NOT_IN_FORCE_MESSAGE = (
+    "Another AIMNamespaceConfig of namespace 'team-a', 'a-team', is in force (the first "
+    "valid one by name), so none of this one's settings reach the workloads and Models of "
+    "the namespace while it exists: keep one AIMNamespaceConfig per namespace, or delete "
+    "'a-team' to put this one in force"
+)
+
+
+def test_a_second_valid_aimnamespaceconfig_is_told_the_first_by_name_is_in_force(cluster_with):
+    # Decision 0209: only the first valid one by name is read; the other is told so, once,
+    # on itself, and the one in force plans nothing.
+    first = named_namespace_config("a-team", {"images": {"imagePullSecrets": ["reg-a"]}})
+    second = named_namespace_config("b-team", {"images": {"imagePullSecrets": ["reg-b"]}})
+    cluster = cluster_with(second, first)
+
+    plan = planned(owner=second, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    assert plan.owner == ObjectRef(
+        api_version=CONFIG_API,
+        kind="AIMNamespaceConfig",
+        name="b-team",
+        namespace="team-a",
+        uid="uid-b-team",
+    )
+    assert plan.events == (
+        EventIntent(type="Warning", reason="NotInForce", message=NOT_IN_FORCE_MESSAGE),
+    )
+    assert (plan.status, plan.desired, plan.prune, plan.prune_selector) == (None, (), (), {})
+    # It was computed from both: an edit of either checks and re-tells it (decision 0038).
+    assert [(s.ref.name, s.ref.uid) for s in plan.sources] == [
+        ("b-team", "uid-b-team"),
+        ("a-team", "uid-a-team"),
+    ]
+    assert all(source.digest for source in plan.sources)
+    assert planned(owner=first, cluster=cluster, now=NOW) is None
+
+
+def test_the_same_two_aimnamespaceconfigs_plan_the_same_not_in_force_event(cluster_with):
+    first = named_namespace_config("a-team", {})
+    second = named_namespace_config("b-team", {})
+    once = planned(owner=second, cluster=cluster_with(first, second), now=NOW)
+    again = planned(owner=second, cluster=cluster_with(first, second), now=NOW + timedelta(hours=1))
+    edited_first = named_namespace_config(
+        "a-team", {"images": {"imagePullSecrets": ["reg"]}}, resource_version="50"
+    )
+    after_edit = planned(owner=second, cluster=cluster_with(edited_first, second), now=NOW)
+
+    assert once is not None and again is not None and after_edit is not None
+    assert again.model_dump(mode="json") == once.model_dump(mode="json")
+    assert again.fingerprint() == once.fingerprint()
+    # The one in force is a source: its edit makes a new plan (the executor checks it too).
+    assert after_edit.fingerprint() != once.fingerprint()
+    assert after_edit.events == once.events
+
+
+def test_an_invalid_first_aimnamespaceconfig_leaves_the_next_in_force(cluster_with):
+    broken = named_namespace_config("a-team", {"images": {"imagePullSecrets": "reg"}})
+    second = named_namespace_config("b-team", {"images": {"imagePullSecrets": ["reg-b"]}})
+    cluster = cluster_with(broken, second)
+
+    assert planned(owner=second, cluster=cluster, now=NOW) is None
+    told = planned(owner=broken, cluster=cluster, now=NOW)
+    assert told is not None
+    # The invalid one is told it is invalid, from itself alone: not that another is in force.
+    assert [e.reason for e in told.events] == ["InvalidConfig"]
+    assert [s.ref.name for s in told.sources] == ["a-team"]
+
+
+def test_an_invalid_second_aimnamespaceconfig_is_told_it_is_invalid_not_that_it_is_not_in_force(
+    cluster_with,
+):
+    first = named_namespace_config("a-team", {})
+    broken = named_namespace_config("b-team", {"images": {"imagePullSecrets": "reg"}})
+
+    plan = planned(owner=broken, cluster=cluster_with(first, broken), now=NOW)
+
+    assert plan is not None
+    assert [(e.reason, e.message) for e in plan.events] == [
+        (
+            "InvalidConfig",
+            "The AIMNamespaceConfig is invalid, so it is ignored (none of its settings reach "
+            "the workloads and Models of namespace 'team-a') until it is fixed: "
+            "spec.images.imagePullSecrets: must be a list",
+        )
+    ]
+    assert [s.ref.name for s in plan.sources] == ["b-team"]
+
+
+def test_the_names_of_an_aimnamespaceconfig_not_in_force_are_told_once_it_is(cluster_with):
+    first = named_namespace_config("a-team", {})
+    second = named_namespace_config("b-team", {"images": {"imagePullSecrets": ["Bad_Name"]}})
+
+    while_not = planned(owner=second, cluster=cluster_with(first, second), now=NOW)
+    alone = planned(owner=second, cluster=cluster_with(second), now=NOW)
+
+    assert while_not is not None and alone is not None
+    assert [e.reason for e in while_not.events] == ["NotInForce"]
+    assert [e.reason for e in alone.events] == ["InvalidConfig"]
+    assert "spec.images.imagePullSecrets[0]" in alone.events[0].message
+    assert [s.ref.name for s in alone.sources] == ["b-team"]
+
+
+def test_aimnamespaceconfigs_of_other_namespaces_do_not_count(cluster_with):
+    elsewhere = named_namespace_config("a-team", {}, namespace="team-b")
+    mine = named_namespace_config("b-team", {})
+
+    assert planned(owner=mine, cluster=cluster_with(elsewhere, mine), now=NOW) is None
+    assert planned(owner=elsewhere, cluster=cluster_with(elsewhere, mine), now=NOW) is None
+
+
 def test_the_download_pod_gets_the_workloads_pod_labels_and_pull_secrets(cluster_with):
     # The reference: podTemplateSpecLabels go on "the generated Pods", imagePullSecrets on
     # "the PodSpec for all generated pods"; the download pod is one (decision 0192). The

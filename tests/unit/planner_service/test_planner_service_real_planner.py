@@ -476,3 +476,63 @@ async def test_an_invalid_kaiwo_config_is_told_once_per_version_and_settles(
     await harness.observe(kaiwo_config("lots", 3), "4")
     await harness.drain(service)
     assert config_warnings(harness) == [(1, told), (3, told)]
+
+
+def namespace_config(name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": name, "namespace": "team-a", "uid": uid, "generation": 1},
+        "spec": {"images": {"imagePullSecrets": ["registry"]}},
+    }
+
+
+def namespace_config_warnings(harness: Any) -> list[tuple[str, str, str]]:
+    """The owner, reason and Event message of every AIMNamespaceConfig plan published."""
+    return [
+        (plan.data.plan.owner.name, event.reason, event.message)
+        for plan in owner_plans(harness)
+        if plan.data.plan.owner.kind == "AIMNamespaceConfig"
+        for event in plan.data.plan.events
+    ]
+
+
+async def test_a_second_namespace_config_is_told_once_it_is_not_in_force_and_settles(
+    harness: Any, clock: Any
+) -> None:
+    # Decision 0209: the one that sorts after the one in force gets one NotInForce Event,
+    # planned when the other appears (fan-out), once; the one in force plans nothing.
+    told = (
+        "Another AIMNamespaceConfig of namespace 'team-a', 'a-first', is in force (the first "
+        "valid one by name), so none of this one's settings reach the workloads and Models of "
+        "the namespace while it exists: keep one AIMNamespaceConfig per namespace, or delete "
+        "'a-first' to put this one in force"
+    )
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace_config("b-second", "uid-b"), "1", "ADDED")
+    await harness.drain(service)
+    assert namespace_config_warnings(harness) == []
+    clock.advance(5)
+    await harness.observe(namespace_config("a-first", "uid-a"), "2", "ADDED")
+    await harness.drain(service)
+    assert namespace_config_warnings(harness) == [("b-second", "NotInForce", told)]
+    (plan,) = [p for p in owner_plans(harness) if p.data.plan.owner.kind == "AIMNamespaceConfig"]
+    assert [source.ref.name for source in plan.data.plan.sources] == ["b-second", "a-first"]
+    assert replayed(harness, plan) == canonical_json(plan.data.plan.model_dump(mode="json"))
+
+    # Observed again (a relist), resynced: settled, nothing more is published.
+    published = len(harness.plans())
+    clock.advance(60)
+    await harness.observe(namespace_config("a-first", "uid-a"), "3")
+    await harness.observe(namespace_config("b-second", "uid-b"), "4")
+    await harness.drain(service)
+    await service.resync()
+    assert len(harness.plans()) == published
+
+    # The one in force deleted: the other is in force and has nothing to say.
+    clock.advance(60)
+    await harness.observe(namespace_config("a-first", "uid-a"), "5", "DELETED")
+    await harness.drain(service)
+    await service.resync()
+    assert namespace_config_warnings(harness) == [("b-second", "NotInForce", told)]

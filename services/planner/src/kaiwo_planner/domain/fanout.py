@@ -23,7 +23,10 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
   KaiwoQueueConfig and every workload;
 * the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
 * an AIMNamespaceConfig: itself (its plan says when it is invalid or gives names its
-  children cannot use, decision 0206) and the workloads of its namespace;
+  children cannot use, decision 0206), the other AIMNamespaceConfigs of its namespace (one
+  that sorts first, or the one in force deleted, fixed or broken, moves which one is in
+  force, and their plans say when another is, decision 0209) and the workloads of its
+  namespace;
 * a Namespace that appears or disappears: the KaiwoQueueConfig (its LocalQueues);
 * a PriorityClass or a Kueue WorkloadPriorityClass: every workload (a ``priorityClass`` may
   name it), and for a WorkloadPriorityClass the KaiwoQueueConfig managing it;
@@ -124,7 +127,12 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *all_gpu_workloads(projection),
         ]
     elif kind == AIM_NAMESPACE_CONFIG:
-        owners = [change.ref, *all_workloads(projection, namespace=change.ref.namespace)]
+        namespace = change.ref.namespace or ""
+        owners = [
+            change.ref,
+            *namespace_configs(projection, namespace=namespace),
+            *all_workloads(projection, namespace=namespace),
+        ]
     elif kind == NODE:
         owners = (
             [*queue_config(projection), *all_workloads(projection)]
@@ -195,6 +203,15 @@ def configuration_objects(projection: Projection) -> list[ObjectRef]:
         ObjectRef.of(obj)
         for group, kind in (KAIWO_CONFIG, AIM_NAMESPACE_CONFIG)
         for obj in projection.objects_of_kind(group=group, kind=kind)
+    ]
+
+
+def namespace_configs(projection: Projection, *, namespace: str) -> list[ObjectRef]:
+    """The AIMNamespaceConfigs the projection holds in ``namespace``."""
+    group, kind = AIM_NAMESPACE_CONFIG
+    return [
+        ObjectRef.of(obj)
+        for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
 
 

@@ -10,7 +10,14 @@ By owner kind:
   workloads in: :mod:`kaiwo_contracts.gpu_preemption`);
 * KaiwoQueueConfig: the owner and the KaiwoConfig;
 * Model: the owner, the Models' system configuration (the ConfigMap in force) and the
-  AIMNamespaceConfig of its namespace.
+  AIMNamespaceConfig of its namespace;
+* KaiwoConfig, AIMNamespaceConfig (a plan only of a Warning Event on it, decision 0206): the
+  owner alone, but for an AIMNamespaceConfig told another of its namespace is in force: then
+  that one too (decision 0209).
+
+Which configuration objects a plan read beyond those of its kind, the planning result says
+(``also_read``), and they are named with the others: so an edit of the AIMNamespaceConfig in
+force re-tells only the ones it overrides, not the ones told they are invalid.
 
 A configuration object that does not exist is not named: the plan then used the documented
 defaults, which nobody has to have written. An object the planner holds only in part (too
@@ -45,17 +52,29 @@ WORKLOAD_KINDS: Final = frozenset({"KaiwoJob", "KaiwoService"})
 
 
 def with_sources(
-    plan: Plan | None, *, owner: Mapping[str, Any], context: PlanningContext
+    plan: Plan | None,
+    *,
+    owner: Mapping[str, Any],
+    context: PlanningContext,
+    also_read: tuple[Mapping[str, Any], ...] = (),
 ) -> Plan | None:
     """``plan`` naming what it was computed from (None and create-only plans as they are:
-    a create-only plan makes an object that does not exist yet)."""
+    a create-only plan makes an object that does not exist yet). ``also_read``: the
+    configuration objects the plan read beyond those its owner's kind reads."""
     if plan is None or plan.create_only:
         return plan
-    return plan.model_copy(update={"sources": plan_sources(owner, context=context)})
+    sources = plan_sources(owner, context=context, also_read=also_read)
+    return plan.model_copy(update={"sources": sources})
 
 
-def plan_sources(owner: Mapping[str, Any], *, context: PlanningContext) -> tuple[PlanSource, ...]:
-    """The owner's source, then those of the configuration objects its plan reads, sorted."""
+def plan_sources(
+    owner: Mapping[str, Any],
+    *,
+    context: PlanningContext,
+    also_read: tuple[Mapping[str, Any], ...] = (),
+) -> tuple[PlanSource, ...]:
+    """The owner's source, then those of the configuration objects its plan reads (by its
+    kind, and ``also_read``), sorted."""
     kind = str(owner.get("kind", ""))
     namespace = str((owner.get("metadata") or {}).get("namespace") or "")
     configs: list[PlanSource] = []
@@ -76,6 +95,9 @@ def plan_sources(owner: Mapping[str, Any], *, context: PlanningContext) -> tuple
         )
     if kind == "Model":
         configs.extend(_config_source(context, "models-config", config_map_of(context.cluster)))
+    for found in also_read:
+        uid = (found.get("metadata") or {}).get("uid")
+        configs.extend(_config_source(context, ("also-read", uid), found))
     return (_owner_source(owner, context), *sorted(configs, key=_order))
 
 

@@ -17,8 +17,9 @@ By kind:
 * KaiwoConfig, AIMNamespaceConfig: they own nothing; they change the plans of others
   (the KaiwoQueueConfig and the workloads, which read them from the cluster state), and the
   planner re-plans those when they change. Their own plan is None, but for one the operator
-  cannot use as written: then a plan of only a Warning Event on it, naming its fields (no
-  status: they have none; :mod:`~kaiwo_planner.domain.status.config_events`, decision 0206).
+  cannot use as written, or an AIMNamespaceConfig another of its namespace overrides: then a
+  plan of only a Warning Event on it, naming its fields or the one in force (no status: they
+  have none; :mod:`~kaiwo_planner.domain.status.config_events`, decisions 0206 and 0209).
 * Model (KubeAI): its model-server Pods, files, cache and adapters
   (:mod:`~kaiwo_planner.domain.models`).
 * GpuWorkload, and the root of a GPU workload no Kaiwo kind owns (a Pod, Job, Deployment,
@@ -32,7 +33,8 @@ bus (its object carries the ``oversized`` marker), gets a plan that reports the 
 changes nothing else (:mod:`~kaiwo_planner.domain.status.invalid_owner`).
 
 Every plan names its sources: the owner and the configuration objects it read, with a digest
-of what people wrote in each (:mod:`~kaiwo_planner.domain.plan_sources`, decision 0038).
+of what people wrote in each (:mod:`~kaiwo_planner.domain.plan_sources`, decision 0038; those
+its kind alone does not tell are named by the planning result, ``also_read``).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_GROUP,
     NAMESPACE_CONFIG_KIND,
     kaiwo_config,
+    namespace_config_object,
     namespaces_by_queue,
 )
 from kaiwo_planner.domain.state.cluster import api_group_of
@@ -95,11 +98,15 @@ class PlanningResult:
     run's object it waits for, :mod:`~kaiwo_planner.domain.queues.previous_run`).
     ``also_replan``: other owners to plan now, because a decision
     made here concerns them (expired workloads to terminate for this waiting one).
+    ``also_read``: configuration objects (wire form) the plan was computed from that its
+    owner's kind alone does not tell, named in its sources too (an AIMNamespaceConfig not
+    in force: the one that is, decision 0209).
     """
 
     plan: Plan | None
     replan_at: datetime | None = None
     also_replan: tuple[ObjectRef, ...] = ()
+    also_read: tuple[Mapping[str, Any], ...] = ()
 
 
 def plan_object(
@@ -111,7 +118,10 @@ def plan_object(
     result = _plan_by_kind(owner=owner, context=context, now=now)
     if result.plan is None:
         return result
-    return replace(result, plan=with_sources(result.plan, owner=owner, context=context))
+    return replace(
+        result,
+        plan=with_sources(result.plan, owner=owner, context=context, also_read=result.also_read),
+    )
 
 
 def _plan_by_kind(
@@ -124,7 +134,7 @@ def _plan_by_kind(
     if other is not None:
         return other
     if group != KAIWO_GROUP:
-        return PlanningResult(plan=_plan_configuration(owner, (group, kind)))
+        return _plan_configuration(owner, (group, kind), context=context)
     if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":
         oversized = oversized_marker(owner)
         if oversized is not None:
@@ -150,15 +160,20 @@ def _plan_by_kind(
     return PlanningResult(plan=None)
 
 
-def _plan_configuration(owner: Mapping[str, Any], kind: tuple[str, str]) -> Plan | None:
+def _plan_configuration(
+    owner: Mapping[str, Any], kind: tuple[str, str], *, context: PlanningContext
+) -> PlanningResult:
     """A KaiwoConfig's or an AIMNamespaceConfig's plan: only its Warning Event, when the
-    operator cannot use it as written (:mod:`~kaiwo_planner.domain.status.config_events`);
-    None for them otherwise, and for any other kind (not an owner)."""
+    operator cannot use it as written or, for an AIMNamespaceConfig, another of its
+    namespace is in force (:mod:`~kaiwo_planner.domain.status.config_events`); None for them
+    otherwise, and for any other kind (not an owner)."""
     if kind == KAIWO_CONFIG_KIND:
-        return plan_kaiwo_config(owner)
+        return PlanningResult(plan=plan_kaiwo_config(owner))
     if kind == NAMESPACE_CONFIG_KIND:
-        return plan_namespace_config(owner)
-    return None
+        namespace = str((owner.get("metadata") or {}).get("namespace") or "")
+        found = plan_namespace_config(owner, in_force=namespace_config_object(context, namespace))
+        return PlanningResult(plan=found.plan, also_read=found.also_read)
+    return PlanningResult(plan=None)
 
 
 def _plan_model_or_gpu_workload(

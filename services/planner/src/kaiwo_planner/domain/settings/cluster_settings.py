@@ -14,7 +14,8 @@ Choices:
 * A KaiwoQueueConfig that fails validation counts as missing; workloads waiting for a queue
   then report ``QueueConfigInvalid``, naming it (:func:`queue_config_invalid`), and its own
   plan says what is wrong with it.
-* Several AIMNamespaceConfigs in one namespace: the first by name applies.
+* Several AIMNamespaceConfigs in one namespace: the first valid one by name applies (each
+  other valid one's own plan is a Warning Event on it saying so, decision 0209).
 
 Across states. Nearly every observation makes a new state, but few change what these
 values come from. Each is declared with the kinds it reads (the KaiwoConfig, the

@@ -1,5 +1,6 @@
 """The plans of the configuration objects: a Warning Event on a KaiwoConfig or an
-AIMNamespaceConfig that the operator cannot use as written, and nothing else (decision 0206).
+AIMNamespaceConfig that the operator cannot use as written, or that is not in force, and
+nothing else (decisions 0206 and 0209).
 
 Neither kind has a status subresource, so an Event on the object itself is where
 ``kubectl describe kaiwoconfig kaiwo`` and ``kubectl get events`` show what is wrong. The plan
@@ -13,24 +14,39 @@ executor writes none when the plan has none, and refuses one for these kinds).
   settings nobody chose); the Event (reason ``InvalidConfig``) names each field and rule and
   says so. A KaiwoConfig of
   another name is never read: no plan.
-* **AIMNamespaceConfig** the models refuse: it is ignored (the first valid one by name in
-  its namespace is in force); the Event says so. One that parses but gives names its
-  children cannot use
-  (:func:`~kaiwo_planner.domain.settings.namespace_config_names.namespace_config_name_problems`):
-  the Event names each of its fields and the rule; the children get the names as written, as
-  before (a typo in a config must not roll or prune what runs, decision 0206).
-* A valid object: no plan (nothing to say, nothing to undo: an Event is never withdrawn).
+* **AIMNamespaceConfig**, in this order:
+
+  1. the models refuse it: it is ignored (the first valid one by name in its namespace is in
+     force); the Event (``InvalidConfig``) says so and names each field;
+  2. it parses, but another AIMNamespaceConfig of its namespace is in force (one before it
+     by name): none of its settings reach the namespace's workloads and Models while that
+     one exists; the Event (reason ``NotInForce``) names the one in force and says how to
+     put this one in force (decision 0209). Its names are not checked while it is not in
+     force: they reach no child;
+  3. it is in force and gives names its children cannot use
+     (:func:`~kaiwo_planner.domain.settings.namespace_config_names.namespace_config_name_problems`):
+     the Event (``InvalidConfig``) names each of its fields and the rule; the children get
+     the names as written, as before (a typo in a config must not roll or prune what runs,
+     decision 0206).
+
+  Which one is in force is the caller's to say (``in_force``, read from the cluster state by
+  :func:`~kaiwo_planner.domain.settings.cluster_settings.namespace_config_object`): this
+  module reads no state. A ``NotInForce`` plan was computed from that other object too, and
+  says so (:attr:`NamespaceConfigPlan.also_read`), so that its sources name it.
+* A valid object (in force, for an AIMNamespaceConfig): no plan (nothing to say, nothing to
+  undo: an Event is never withdrawn).
 
 Level-triggered and settled: the plan is the same for the same version of the object (its
-generation and what people wrote in it, ``Plan.sources``), so the planner publishes it once
-(an equal fingerprint is no news) and the executor emits its Event once per fingerprint and
-reason, as for every plan. An edit that leaves the object invalid makes a new plan, and a new
-Event; a fixed object makes none.
+generation and what people wrote in it, ``Plan.sources``) and, for ``NotInForce``, of the one
+in force, so the planner publishes it once (an equal fingerprint is no news) and the executor
+emits its Event once per fingerprint and reason, as for every plan. An edit that leaves the
+object invalid makes a new plan, and a new Event; a fixed object makes none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
@@ -50,6 +66,17 @@ from kaiwo_planner.domain.status.invalid_owner import (
 )
 
 REASON_INVALID_CONFIG: Final = "InvalidConfig"
+REASON_NOT_IN_FORCE: Final = "NotInForce"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceConfigPlan:
+    """An AIMNamespaceConfig's plan (None: nothing to say), and the other configuration
+    objects it was computed from (the one in force, for a ``NotInForce`` plan), which its
+    sources name besides the object itself."""
+
+    plan: Plan | None
+    also_read: tuple[Mapping[str, Any], ...] = ()
 
 
 def plan_kaiwo_config(owner: Mapping[str, Any]) -> Plan | None:
@@ -67,9 +94,12 @@ def plan_kaiwo_config(owner: Mapping[str, Any]) -> Plan | None:
     return _event_plan(owner, message)
 
 
-def plan_namespace_config(owner: Mapping[str, Any]) -> Plan | None:
-    """The plan of an AIMNamespaceConfig (wire form): its Event when it is invalid or gives
-    names its children cannot use."""
+def plan_namespace_config(
+    owner: Mapping[str, Any], *, in_force: Mapping[str, Any] | None
+) -> NamespaceConfigPlan:
+    """The plan of an AIMNamespaceConfig (wire form): its Event when it is invalid, not in
+    force, or in force and gives names its children cannot use. ``in_force``: the
+    AIMNamespaceConfig in force in its namespace (wire form), or None."""
     namespace = str(_metadata(owner).get("namespace") or "")
     problems = _model_problems(owner, AIMNamespaceConfig)
     if problems:
@@ -78,17 +108,28 @@ def plan_namespace_config(owner: Mapping[str, Any]) -> Plan | None:
             f"the workloads and Models of namespace {namespace!r}) until it is fixed: "
             f"{_listed(problems)}"
         )
-        return _event_plan(owner, message)
+        return NamespaceConfigPlan(_event_plan(owner, message))
+    if in_force is not None and _identity(in_force) != _identity(owner):
+        other = str(_metadata(in_force).get("name") or "")
+        message = (
+            f"Another AIMNamespaceConfig of namespace {namespace!r}, {other!r}, is in force "
+            "(the first valid one by name), so none of this one's settings reach the "
+            "workloads and Models of the namespace while it exists: keep one "
+            f"AIMNamespaceConfig per namespace, or delete {other!r} to put this one in force"
+        )
+        return NamespaceConfigPlan(
+            _event_plan(owner, message, reason=REASON_NOT_IN_FORCE), also_read=(in_force,)
+        )
     names = namespace_config_name_problems(AIMNamespaceConfig.model_validate(owner))
     if not names:
-        return None
+        return NamespaceConfigPlan(None)
     message = (
         "The AIMNamespaceConfig gives names the children of the workloads and Models of "
         f"namespace {namespace!r} cannot use (the API server refuses such a child, or no "
         "Secret or Gateway can be so named); they are passed on as written until fixed: "
         f"{_listed(names)}"
     )
-    return _event_plan(owner, message)
+    return NamespaceConfigPlan(_event_plan(owner, message))
 
 
 def _model_problems(owner: Mapping[str, Any], model: type[BaseModel]) -> list[Problem]:
@@ -118,17 +159,24 @@ def _listed(problems: Sequence[Problem]) -> str:
     )
 
 
-def _event_plan(owner: Mapping[str, Any], message: str) -> Plan:
+def _event_plan(
+    owner: Mapping[str, Any], message: str, *, reason: str = REASON_INVALID_CONFIG
+) -> Plan:
     generation, resource_version = observed_version(owner)
     return Plan(
         owner=ObjectRef.of(owner),
         observed_generation=generation,
         observed_resource_version=resource_version,
-        events=(
-            EventIntent(
-                type="Warning", reason=REASON_INVALID_CONFIG, message=message[:MAX_MESSAGE_LENGTH]
-            ),
-        ),
+        events=(EventIntent(type="Warning", reason=reason, message=message[:MAX_MESSAGE_LENGTH]),),
+    )
+
+
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = _metadata(obj)
+    return (
+        str(meta.get("uid") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
     )
 
 
