@@ -403,6 +403,19 @@ def test_the_kaiwo_config_replans_itself_the_queue_config_and_every_workload(
     assert owners_to_replan(change, projection) == (itself, *EVERYTHING)
 
 
+@pytest.mark.parametrize("event", ["ADDED", "MODIFIED", "DELETED"])
+def test_a_kaiwo_config_of_another_name_replans_only_itself(
+    projection: Projection, event: WatchEventType
+) -> None:
+    # It is never read, so no other plan can change (its own is None).
+    other = obj(CONFIG, "KaiwoConfig", "my-settings", "kc-other")
+    if event != "ADDED":
+        projection.apply(observe(other, "1", "ADDED"), sequence=60)
+    change = change_of(projection, other, event)
+    itself = ObjectRef(api_version=CONFIG, kind="KaiwoConfig", name="my-settings", uid="kc-other")
+    assert owners_to_replan(change, projection) == (itself,)
+
+
 def test_the_queue_config_replans_itself_and_every_workload(projection: Projection) -> None:
     change = change_of(projection, named("KaiwoQueueConfig", "kaiwo"))
     assert owners_to_replan(change, projection) == EVERYTHING

@@ -19,8 +19,9 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
 * a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
   schedulability) — but only when something planning reads changed (labels, taints,
   schedulability, readiness, capacity): a heartbeat re-plans nothing;
-* the KaiwoConfig: itself (its plan says when it is invalid, decision 0206), the
-  KaiwoQueueConfig and every workload;
+* the KaiwoConfig ``kaiwo``: itself (its plan says when it is invalid, decision 0206), the
+  KaiwoQueueConfig and every workload; a KaiwoConfig of another name: itself only (it is
+  never read, so no other plan can change);
 * the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
 * an AIMNamespaceConfig: itself (its plan says when it is invalid or gives names its
   children cannot use, decision 0206), the other AIMNamespaceConfigs of its namespace (one
@@ -54,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
 from kaiwo_contracts.gpu_preemption import ANNOTATION_PREFIX
 from kaiwo_contracts.gpu_workloads import (
     controller_reference,
@@ -119,6 +121,8 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         owners = [change.ref, *kqc]
     elif kind == KAIWO_QUEUE_CONFIG:
         owners = [change.ref, *all_workloads(projection)]
+    elif kind == KAIWO_CONFIG and change.ref.name != KAIWO_CONFIG_NAME:
+        owners = [change.ref]  # never read: no other plan can change
     elif kind == KAIWO_CONFIG:
         owners = [
             change.ref,
