@@ -676,12 +676,20 @@ async def test_a_model_too_large_for_the_bus_is_told_so_and_gets_no_pods(
         "The object is larger as JSON than the 1,048,576 bytes a message on the operator's "
         "event bus may carry"
     )
-    events = await kube.list(resources.EVENT, namespace=namespace)
-    assert [
-        (e.get("type"), e.get("reason"))
-        for e in events.items
-        if (e.get("involvedObject") or {}).get("name") == "huge"
-    ] == [("Warning", "ObjectTooLarge")]
+
+    async def about_it() -> list[tuple[Any, Any]] | Pending:
+        events = await kube.list(resources.EVENT, namespace=namespace)
+        found = [
+            (e.get("type"), e.get("reason"))
+            for e in events.items
+            if (e.get("involvedObject") or {}).get("name") == "huge"
+        ]
+        return found or Pending("no Event about the Model yet")
+
+    # The executor writes the status, then the Event: the status alone says nothing of it.
+    await eventually(about_it, what="the Event on the Model")
+    await pipeline.settled()
+    assert await about_it() == [("Warning", "ObjectTooLarge")]
     assert await model_pods(kube, namespace, "huge") == []
     await kube.delete(resources.KUBEAI_MODEL, "huge", namespace=namespace)
 
