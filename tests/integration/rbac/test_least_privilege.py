@@ -348,6 +348,63 @@ async def the_administrators_queue_config(p: Pipeline) -> None:
     await gone(p, resources.KUEUE_WORKLOAD_PRIORITY_CLASS, "rbac-priority")
 
 
+async def a_queue_config_of_another_name_is_told_on_its_status(p: Pipeline) -> None:
+    """Decision 0210: only the KaiwoQueueConfig ``kaiwo`` is acted on; one of another name is
+    told so on its status, which the executor writes under its own role (a role that named
+    ``kaiwo`` alone refused it). Nothing of Kueue's is made for it."""
+    other = {**queue_config(p.namespace, extra=False), "metadata": {"name": "rbac-team"}}
+    await p.kube.apply(other, field_manager="cluster-admin", force=False)
+
+    async def ready() -> dict[str, Any] | None:
+        found = await p.kube.get(resources.KAIWO_QUEUE_CONFIG, "rbac-team")
+        conditions = (found.get("status") or {}).get("conditions") or ()
+        return next((c for c in conditions if c.get("type") == "Ready"), None)
+
+    condition = await holds("the queue config rbac-team told it is not acted on", ready, bool)
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "UnsupportedName",
+        "only a KaiwoQueueConfig named 'kaiwo' is acted on",
+    )
+    assert await kueue_names(p, resources.KUEUE_RESOURCE_FLAVOR) == {"rbac-flavor"}
+    await p.kube.delete(resources.KAIWO_QUEUE_CONFIG, "rbac-team")
+    await gone(p, resources.KAIWO_QUEUE_CONFIG, "rbac-team")
+
+
+async def a_kaiwo_config_of_another_name_is_told_it_is_never_read(p: Pipeline) -> None:
+    """Decision 0209: only the KaiwoConfig ``kaiwo`` is read; one of another name gets a
+    Warning Event saying so (in ``default``: it is cluster-scoped), which the executor admits
+    by reading it under its own role."""
+    await p.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": "rbac-settings"},
+            "spec": {"ray": {"headPodMemory": "8Gi"}},
+        },
+        field_manager="cluster-admin",
+        force=False,
+    )
+
+    async def told() -> list[dict[str, Any]]:
+        listed = await p.kube.list(resources.EVENT, namespace="default")
+        return [
+            event
+            for event in listed.items
+            if (event.get("involvedObject") or {}).get("name") == "rbac-settings"
+        ]
+
+    [event] = await holds("the NotInForce Event on KaiwoConfig rbac-settings", told, bool)
+    assert (event["type"], event["reason"], event["involvedObject"]["kind"]) == (
+        "Warning",
+        "NotInForce",
+        "KaiwoConfig",
+    )
+    assert event["message"].startswith("Only the KaiwoConfig named 'kaiwo' is read"), event
+    await p.kube.delete(resources.KAIWO_CONFIG, "rbac-settings")
+    await gone(p, resources.KAIWO_CONFIG, "rbac-settings")
+
+
 def kaiwo_job(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     job = actors.training_job(name, namespace=namespace, download=bool(spec.pop("download")))
     job["spec"] |= spec
@@ -807,6 +864,8 @@ async def scenarios(p: Pipeline, metrics: PrometheusStub) -> None:
         a_job_past_its_duration_terminated_for_a_waiting_one(p),
         a_model_with_adapters_rolled_and_a_cached_one_deleted(p),
         a_namespace_config_with_a_name_no_secret_can_have_is_told(p),
+        a_queue_config_of_another_name_is_told_on_its_status(p),
+        a_kaiwo_config_of_another_name_is_told_it_is_never_read(p),
     )
 
 

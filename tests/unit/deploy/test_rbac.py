@@ -243,7 +243,7 @@ def test_what_the_executor_may_write() -> None:
     assert writes("executor") == EXECUTOR_WRITES
 
 
-def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> None:
+def test_the_executor_writes_the_singletons_and_their_finalizers_by_name() -> None:
     executor = roles()[("ClusterRole", "kaiwo-executor")]
     named = {
         (group, resource, verb): names
@@ -251,12 +251,15 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
         if names
     }
     assert named == {
-        ("config.kaiwo.silogen.ai", "kaiwoconfigs", "get"): ("kaiwo",),
         ("config.kaiwo.silogen.ai", "kaiwoconfigs", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "patch"): ("kaiwo",),
-        ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): ("kaiwo",),
     }
+    # Any KaiwoQueueConfig's status: one not named kaiwo is told so there (decision 0210);
+    # any KaiwoConfig read: one not named kaiwo is a plan's owner (decision 0209).
+    unnamed = grants(executor, names=True)
+    assert ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch", ()) in unnamed
+    assert ("config.kaiwo.silogen.ai", "kaiwoconfigs", "get", ()) in unnamed
     # Any Namespace: admission reads the opt-in annotations of a preempted workload's.
     assert ("", "namespaces", "get") in grants(executor)
 

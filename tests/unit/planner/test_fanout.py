@@ -407,7 +407,7 @@ def test_the_kaiwo_config_replans_itself_the_queue_config_and_every_workload(
 def test_a_kaiwo_config_of_another_name_replans_only_itself(
     projection: Projection, event: WatchEventType
 ) -> None:
-    # It is never read, so no other plan can change (its own is None).
+    # It is never read, so no other plan can change; its own says so (decision 0209).
     other = obj(CONFIG, "KaiwoConfig", "my-settings", "kc-other")
     if event != "ADDED":
         projection.apply(observe(other, "1", "ADDED"), sequence=60)

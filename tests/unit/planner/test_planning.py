@@ -1151,13 +1151,41 @@ def test_the_same_invalid_kaiwoconfig_plans_the_same_event_and_an_edit_a_new_one
     assert after_edit.events[0].message.endswith("got 'more'")
 
 
-def test_a_valid_kaiwoconfig_and_one_of_another_name_plan_nothing(cluster_with):
+def test_a_valid_kaiwoconfig_plans_nothing(cluster_with):
     valid = kaiwo_config({"ray": {"headPodMemory": "32Gi"}})
-    other = kaiwo_config({"ray": {"headPodMemory": "lots"}})
-    other["metadata"]["name"] = "other"  # never read: nothing to say about it
 
     assert planned(owner=valid, cluster=cluster_with(valid), now=NOW) is None
-    assert planned(owner=other, cluster=cluster_with(other), now=NOW) is None
+
+
+@pytest.mark.parametrize("memory", ["32Gi", "lots"])
+def test_a_kaiwoconfig_of_another_name_is_told_it_is_never_read(cluster_with, memory):
+    # Decision 0209: only 'kaiwo' is read; one of another name, valid or not, changes nothing,
+    # and an Event on it says so and where its settings belong.
+    valid = kaiwo_config({"ray": {"headPodMemory": "32Gi"}})
+    other = kaiwo_config({"ray": {"headPodMemory": memory}})
+    other["metadata"] |= {"name": "my-settings", "uid": "kc-other"}
+
+    plan = planned(owner=other, cluster=cluster_with(valid, other), now=NOW)
+
+    assert plan is not None
+    assert plan.owner == ObjectRef(
+        api_version=CONFIG_API, kind="KaiwoConfig", name="my-settings", uid="kc-other"
+    )
+    assert plan.events == (
+        EventIntent(
+            type="Warning",
+            reason="NotInForce",
+            message=(
+                "Only the KaiwoConfig named 'kaiwo' is read, so this one ('my-settings') "
+                "changes nothing: put its settings in the KaiwoConfig 'kaiwo' (kubectl edit "
+                "kaiwoconfig kaiwo) and delete this one"
+            ),
+        ),
+    )
+    assert (plan.status, plan.desired, plan.prune, plan.prune_selector) == (None, (), (), {})
+    assert [(s.ref.kind, s.ref.name) for s in plan.sources] == [("KaiwoConfig", "my-settings")]
+    # The one read is untouched by it.
+    assert planned(owner=valid, cluster=cluster_with(valid, other), now=NOW) is None
 
 
 def test_an_invalid_kaiwoconfig_leaves_the_workloads_on_the_defaults(cluster_with):

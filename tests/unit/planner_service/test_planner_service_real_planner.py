@@ -478,6 +478,40 @@ async def test_an_invalid_kaiwo_config_is_told_once_per_version_and_settles(
     assert config_warnings(harness) == [(1, told), (3, told)]
 
 
+async def test_a_kaiwo_config_of_another_name_is_told_once_and_settles(
+    harness: Any, clock: Any
+) -> None:
+    # Decision 0209: never read, so told once per version, and nothing else is planned for it.
+    other = kaiwo_config("32Gi", 1)
+    other["metadata"] |= {"name": "my-settings", "uid": "uid-other"}
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(kaiwo_config("32Gi", 1), "1", "ADDED")
+    await harness.drain(service)
+    published = len(harness.plans())
+    await harness.observe(other, "2", "ADDED")
+    await harness.drain(service)
+    assert config_warnings(harness) == [
+        (
+            1,
+            "Only the KaiwoConfig named 'kaiwo' is read, so this one ('my-settings') changes "
+            "nothing: put its settings in the KaiwoConfig 'kaiwo' (kubectl edit kaiwoconfig "
+            "kaiwo) and delete this one",
+        )
+    ]
+    assert [p.data.plan.owner.name for p in harness.plans()[published:]] == ["my-settings"]
+    (plan,) = [p for p in owner_plans(harness) if p.data.plan.owner.name == "my-settings"]
+    assert replayed(harness, plan) == canonical_json(plan.data.plan.model_dump(mode="json"))
+
+    # Observed again (a relist), resynced: settled.
+    published = len(harness.plans())
+    clock.advance(60)
+    await harness.observe(other, "3")
+    await harness.drain(service)
+    await service.resync()
+    assert len(harness.plans()) == published
+
+
 def namespace_config(name: str, uid: str) -> dict[str, Any]:
     return {
         "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",

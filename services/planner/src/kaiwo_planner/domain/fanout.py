@@ -21,7 +21,7 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
   schedulability, readiness, capacity): a heartbeat re-plans nothing;
 * the KaiwoConfig ``kaiwo``: itself (its plan says when it is invalid, decision 0206), the
   KaiwoQueueConfig and every workload; a KaiwoConfig of another name: itself only (it is
-  never read, so no other plan can change);
+  never read, so no other plan can change; its own says so, decision 0209);
 * the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
 * an AIMNamespaceConfig: itself (its plan says when it is invalid or gives names its
   children cannot use, decision 0206), the other AIMNamespaceConfigs of its namespace (one
@@ -122,7 +122,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     elif kind == KAIWO_QUEUE_CONFIG:
         owners = [change.ref, *all_workloads(projection)]
     elif kind == KAIWO_CONFIG and change.ref.name != KAIWO_CONFIG_NAME:
-        owners = [change.ref]  # never read: no other plan can change
+        owners = [change.ref]  # never read: no other plan can change (its own says so)
     elif kind == KAIWO_CONFIG:
         owners = [
             change.ref,

@@ -12,8 +12,8 @@ executor writes none when the plan has none, and refuses one for these kinds).
   (:func:`~kaiwo_planner.domain.settings.cluster_settings.kaiwo_config`, decision 0008) and
   the monitor skips its ticks (no findings, no preemption: a typo must not preempt under
   settings nobody chose); the Event (reason ``InvalidConfig``) names each field and rule and
-  says so. A KaiwoConfig of
-  another name is never read: no plan.
+  says so. A KaiwoConfig of another name is never read: the Event (reason ``NotInForce``)
+  says so and where its settings belong (decision 0209).
 * **AIMNamespaceConfig**, in this order:
 
   1. the models refuse it: it is ignored (the first valid one by name in its namespace is in
@@ -33,8 +33,8 @@ executor writes none when the plan has none, and refuses one for these kinds).
   :func:`~kaiwo_planner.domain.settings.cluster_settings.namespace_config_object`): this
   module reads no state. A ``NotInForce`` plan was computed from that other object too, and
   says so (:attr:`NamespaceConfigPlan.also_read`), so that its sources name it.
-* A valid object (in force, for an AIMNamespaceConfig): no plan (nothing to say, nothing to
-  undo: an Event is never withdrawn).
+* A valid object in force: no plan (nothing to say, nothing to undo: an Event is never
+  withdrawn).
 
 Level-triggered and settled: the plan is the same for the same version of the object (its
 generation and what people wrote in it, ``Plan.sources``) and, for ``NotInForce``, of the one
@@ -80,9 +80,18 @@ class NamespaceConfigPlan:
 
 
 def plan_kaiwo_config(owner: Mapping[str, Any]) -> Plan | None:
-    """The plan of a KaiwoConfig (wire form): its Event when it is ``kaiwo`` and invalid."""
-    if _metadata(owner).get("name") != KAIWO_CONFIG_NAME:
+    """The plan of a KaiwoConfig (wire form): its Event when it is ``kaiwo`` and invalid, or
+    when it has another name (never read)."""
+    name = str(_metadata(owner).get("name") or "")
+    if not name:  # no object the API server holds: nothing to tell
         return None
+    if name != KAIWO_CONFIG_NAME:
+        message = (
+            f"Only the KaiwoConfig named {KAIWO_CONFIG_NAME!r} is read, so this one ({name!r}) "
+            f"changes nothing: put its settings in the KaiwoConfig {KAIWO_CONFIG_NAME!r} "
+            "(kubectl edit kaiwoconfig kaiwo) and delete this one"
+        )
+        return _event_plan(owner, message, reason=REASON_NOT_IN_FORCE)
     problems = _model_problems(owner, KaiwoConfig)
     if not problems:
         return None
