@@ -252,6 +252,13 @@ async def holds(
     return value
 
 
+async def events_about(p: Pipeline, name: str, *, namespace: str) -> list[dict[str, Any]]:
+    """The Events in ``namespace`` about the object named ``name`` (a cluster-scoped
+    object's are in ``default``)."""
+    listed = await p.kube.list(resources.EVENT, namespace=namespace)
+    return [e for e in listed.items if (e.get("involvedObject") or {}).get("name") == name]
+
+
 async def kueue_names(p: Pipeline, resource: resources.ResourceType) -> set[str]:
     selector = f"{actors.QUEUE_CONFIG_LABEL}={actors.QUEUE_CONFIG}"
     listed = await p.kube.list(resource, label_selector=selector)
@@ -386,15 +393,11 @@ async def a_kaiwo_config_of_another_name_is_told_it_is_never_read(p: Pipeline) -
         force=False,
     )
 
-    async def told() -> list[dict[str, Any]]:
-        listed = await p.kube.list(resources.EVENT, namespace="default")
-        return [
-            event
-            for event in listed.items
-            if (event.get("involvedObject") or {}).get("name") == "rbac-settings"
-        ]
-
-    [event] = await holds("the NotInForce Event on KaiwoConfig rbac-settings", told, bool)
+    [event] = await holds(
+        "the NotInForce Event on KaiwoConfig rbac-settings",
+        lambda: events_about(p, "rbac-settings", namespace="default"),
+        bool,
+    )
     assert (event["type"], event["reason"], event["involvedObject"]["kind"]) == (
         "Warning",
         "NotInForce",
@@ -833,12 +836,7 @@ async def a_namespace_config_with_a_name_no_secret_can_have_is_told(p: Pipeline)
     await eventually(aim_gone, what="the AIMNamespaceConfig aim deleted", within=280.0)
 
     async def about_it() -> list[dict[str, Any]]:
-        listed = await p.kube.list(resources.EVENT, namespace=p.namespace)
-        return [
-            event
-            for event in listed.items
-            if (event.get("involvedObject") or {}).get("name") == "zz-typo"
-        ]
+        return await events_about(p, "zz-typo", namespace=p.namespace)
 
     async def told() -> list[str]:
         return [

@@ -118,7 +118,7 @@ def plan_namespace_config(
             f"{_listed(problems)}"
         )
         return NamespaceConfigPlan(_event_plan(owner, message))
-    if in_force is not None and _identity(in_force) != _identity(owner):
+    if in_force is not None and ObjectRef.key_of(in_force) != ObjectRef.key_of(owner):
         other = str(_metadata(in_force).get("name") or "")
         message = (
             f"Another AIMNamespaceConfig of namespace {namespace!r}, {other!r}, is in force "
@@ -177,15 +177,6 @@ def _event_plan(
         observed_generation=generation,
         observed_resource_version=resource_version,
         events=(EventIntent(type="Warning", reason=reason, message=message[:MAX_MESSAGE_LENGTH]),),
-    )
-
-
-def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = _metadata(obj)
-    return (
-        str(meta.get("uid") or ""),
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
     )
 
 
