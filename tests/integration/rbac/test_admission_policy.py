@@ -192,6 +192,9 @@ async def cluster(
     async with contextlib.AsyncExitStack() as exits:
         admin = await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig)
         exits.push_async_callback(admin.close)
+        # The nodes' policy reads the GPU taint key from it, and refuses every Node change
+        # without it (decision 0211); the operator, which creates it, does not run here.
+        await exits.enter_async_context(kaiwo_config_present(admin))
         await exits.enter_async_context(rbac_installed(admin))
         workloads, elsewhere = f"policy-{suffix}", f"payments-{suffix}"
         exits.push_async_callback(remove_everything, admin, (workloads, elsewhere))
@@ -228,6 +231,37 @@ async def cluster(
         )
         await in_force(found)
         yield found
+
+
+@contextlib.asynccontextmanager
+async def kaiwo_config_present(admin: KubernetesAsyncioAdapter) -> AsyncIterator[None]:
+    """The KaiwoConfig ``kaiwo`` with the default GPU taint key; removed after when made here."""
+    made = await actors.get_or_none(admin, resources.KAIWO_CONFIG, "kaiwo", namespace=None) is None
+    if made:
+        await admin.create(kaiwo_config(GPU_TAINT["key"]))
+    else:
+        await with_gpu_taint_key(admin, GPU_TAINT["key"])
+    try:
+        yield
+    finally:
+        if made:
+            with contextlib.suppress(NotFound):
+                await admin.delete(resources.KAIWO_CONFIG, "kaiwo")
+
+
+def kaiwo_config(gpu_taint_key: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"nodes": {"defaultGpuTaintKey": gpu_taint_key}},
+    }
+
+
+async def with_gpu_taint_key(admin: KubernetesAsyncioAdapter, key: str) -> None:
+    await admin.merge_patch(
+        resources.KAIWO_CONFIG, "kaiwo", {"spec": {"nodes": {"defaultGpuTaintKey": key}}}
+    )
 
 
 async def remove_everything(admin: KubernetesAsyncioAdapter, namespaces: tuple[str, ...]) -> None:
@@ -977,6 +1011,74 @@ async def test_the_operators_taint_moves_from_the_key_its_record_names_only(
         },
         field_manager=MANAGER,
     )
+
+
+RENAMED_GPU_TAINT: Final = {"key": "example.com/gpu-node", "value": "true", "effect": "NoSchedule"}
+
+
+async def test_the_gpu_taint_key_allowed_is_the_one_the_kaiwo_config_names(
+    cluster: Cluster,
+) -> None:
+    """An administrator renames ``defaultGpuTaintKey`` with kubectl edit: the API server reads
+    the KaiwoConfig itself (decision 0211), so the executor may then move its taint to the new
+    key, and the old key is no longer its to add. Before, the key was written into the policy
+    at install, and every patch of the rename was refused."""
+    node = await cluster.admin.get(resources.NODE, NODE)
+    others = [t for t in node["spec"].get("taints", []) if not t["key"].startswith("node.")]
+    await cluster.admin.merge_patch(
+        resources.NODE,
+        NODE,
+        {
+            "metadata": {"annotations": {"kaiwo/gpu-taint": GPU_TAINT["key"]}},
+            "spec": {"taints": [*others, GPU_TAINT]},
+        },
+        field_manager=MANAGER,
+    )
+    moved = {
+        "metadata": {"annotations": {"kaiwo/gpu-taint": RENAMED_GPU_TAINT["key"]}},
+        "spec": {"taints": [*others, RENAMED_GPU_TAINT]},
+    }
+    await refused(
+        cluster.executor.merge_patch(resources.NODE, NODE, moved, field_manager=MANAGER),
+        policy="kaiwo-executor-nodes",
+    )
+
+    await with_gpu_taint_key(cluster.admin, RENAMED_GPU_TAINT["key"])
+    try:
+
+        async def taken() -> bool | Pending:
+            try:
+                await cluster.executor.merge_patch(
+                    resources.NODE, NODE, moved, field_manager=MANAGER
+                )
+            except KubeError as error:  # the API server's copy of the KaiwoConfig lags
+                return Pending(error.message)
+            return True
+
+        await eventually(taken, what="the taint moved to the renamed key", interval=0.5)
+        patched = await cluster.admin.get(resources.NODE, NODE)
+        assert RENAMED_GPU_TAINT in patched["spec"]["taints"]
+        assert GPU_TAINT not in patched["spec"]["taints"]
+        await refused(
+            cluster.executor.merge_patch(
+                resources.NODE,
+                NODE,
+                {"spec": {"taints": [*others, RENAMED_GPU_TAINT, GPU_TAINT]}},
+                field_manager=MANAGER,
+            ),
+            policy="kaiwo-executor-nodes",
+        )
+    finally:
+        await with_gpu_taint_key(cluster.admin, GPU_TAINT["key"])
+        await cluster.admin.merge_patch(
+            resources.NODE,
+            NODE,
+            {
+                "metadata": {"annotations": {"kaiwo/gpu-taint": None}},
+                "spec": {"taints": others},
+            },
+            field_manager=MANAGER,
+        )
 
 
 async def test_other_identities_are_not_bound_by_the_policies(cluster: Cluster) -> None:

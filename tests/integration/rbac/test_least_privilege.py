@@ -85,6 +85,7 @@ SERVICES: Final = ("watcher", "planner", "executor", "monitor", "recorder")
 WITH_ROLES: Final = ("watcher", "executor", "monitor")
 KAIWO_API: Final = actors.KAIWO_API
 GPU_TAINT: Final = "kaiwo.silogen.ai/gpu"
+RENAMED: Final = "example.com/gpu-node"
 
 FINALIZERS: Final = (
     "checked by the OwnerReferencesPermissionEnforcement admission plugin within each write of "
@@ -271,7 +272,8 @@ async def kueue_names(p: Pipeline, resource: resources.ResourceType) -> set[str]
 async def defaults_on_an_empty_cluster(p: Pipeline) -> None:
     """The operator creates the KaiwoConfig and KaiwoQueueConfig ``kaiwo``; the default queue,
     flavor and topology follow, and the GPU node gets its pool labels. The administrator then
-    asks for the GPU taint (and quick preemption), and the node gets it."""
+    asks for the GPU taint (and quick preemption), and the node gets it; then renames its key,
+    and the taint moves."""
     await p.appears(resources.KAIWO_CONFIG, "kaiwo")
     await p.appears(resources.KAIWO_QUEUE_CONFIG, "kaiwo")
     await p.appears(resources.KUEUE_CLUSTER_QUEUE, actors.QUEUE)
@@ -299,6 +301,18 @@ async def defaults_on_an_empty_cluster(p: Pipeline) -> None:
         lambda node: (
             any(t["key"] == GPU_TAINT for t in node["spec"].get("taints") or ())
             and any(k.startswith("kaiwo/") for k in node["metadata"]["labels"])
+        ),
+    )
+    # The key renamed: the nodes' policy reads it from the KaiwoConfig (decision 0211), so
+    # the executor moves its taint; with the key written into the policy it was refused.
+    await p.kube.merge_patch(
+        resources.KAIWO_CONFIG, "kaiwo", {"spec": {"nodes": {"defaultGpuTaintKey": RENAMED}}}
+    )
+    await holds(
+        "the GPU node's taint moved to the renamed key",
+        lambda: p.kube.get(resources.NODE, actors.GPU_NODE),
+        lambda node: (
+            {t["key"] for t in node["spec"].get("taints") or ()} & {GPU_TAINT, RENAMED} == {RENAMED}
         ),
     )
 

@@ -117,13 +117,32 @@ def test_every_policy_binds_the_executor_alone_denies_and_fails_closed() -> None
             "name": "the-executor",
             "expression": f"request.userInfo.username == '{EXECUTOR}'",
         }, name
-        assert [c["name"] for c in spec["matchConditions"][1:]] == EXTRA_CONDITIONS.get(
-            name, []
-        ), name
+        assert [c["name"] for c in spec["matchConditions"][1:]] == EXTRA_CONDITIONS.get(name, []), (
+            name
+        )
         assert {v["reason"] for v in spec["validations"]} == {"Forbidden"}, name
         binding = bindings[name]["spec"]
         assert binding["validationActions"] == ["Deny"], name
-        assert "paramRef" not in binding and "matchResources" not in binding, name
+        assert binding.get("paramRef") == PARAMS.get(name) and "matchResources" not in binding, name
+
+
+PARAMS: Final = {
+    # The GPU taint key allowed on Nodes is the KaiwoConfig's own, read by the API server
+    # (decision 0211); with no KaiwoConfig kaiwo every Node change is refused, never allowed.
+    "kaiwo-executor-nodes": {"name": "kaiwo", "parameterNotFoundAction": "Deny"},
+}
+
+
+def test_the_nodes_policy_reads_the_gpu_taint_key_from_the_kaiwo_config() -> None:
+    spec = policies()["kaiwo-executor-nodes"]["spec"]
+    assert spec["paramKind"] == {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+    }
+    [key] = [v["expression"] for v in spec["variables"] if v["name"] == "gpuTaintKey"]
+    assert key == "string(params.?spec.?nodes.?defaultGpuTaintKey.orValue('kaiwo.silogen.ai/gpu'))"
+    others = [p for name, p in policies().items() if name != "kaiwo-executor-nodes"]
+    assert not any("paramKind" in p["spec"] for p in others)
 
 
 EXTRA_CONDITIONS: Final = {
@@ -175,11 +194,9 @@ def test_every_write_the_executor_may_make_is_checked_by_a_policy() -> None:
 
 
 def test_the_chart_ships_the_same_policies() -> None:
-    """Only the operator's namespace (the release's) and the GPU taint key are templated."""
+    """Only the operator's namespace (the release's) is templated."""
     template = (CHART / "templates" / "admission-policy.yaml").read_text()
-    rendered = template.replace("{{ .Release.Namespace }}", "kaiwo-system").replace(
-        '{{ include "kaiwo.gpuTaintKey" . }}', "kaiwo.silogen.ai/gpu"
-    )
+    rendered = template.replace("{{ .Release.Namespace }}", "kaiwo-system")
     body = rendered[rendered.index("apiVersion:") :]
     assert [d for d in yaml.safe_load_all(body) if d] == documents(POLICY)
 

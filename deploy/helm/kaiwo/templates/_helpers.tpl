@@ -12,12 +12,6 @@ deployed, otherwise what kaiwoConfig names (default-scheduler when nothing does)
 {{- end -}}
 {{- end -}}
 
-{{/* Kaiwo's GPU taint: the KaiwoConfig's spec.nodes.defaultGpuTaintKey, or its default. The
-executor's admission policy lets it change this taint on Nodes and no other. */}}
-{{- define "kaiwo.gpuTaintKey" -}}
-{{ dig "nodes" "defaultGpuTaintKey" "kaiwo.silogen.ai/gpu" .Values.kaiwoConfig.spec }}
-{{- end -}}
-
 {{/* The default ClusterQueue (the API reference's installation setting DEFAULT_CLUSTER_QUEUE_NAME,
 decision 0116): defaultClusterQueueName, or what kaiwoConfig.spec names; "" when neither does
 (the CRD's default, kaiwo, then applies and nothing is rendered for it). */}}
