@@ -1,7 +1,9 @@
 """``kaiwo submit``: who submits to which queue, and the manifest as it will be sent.
 
 The scientist's configuration is a small YAML file with ``user`` and ``clusterQueue``:
-``$KAIWOCONFIG`` when set, else ``~/.config/kaiwo/config.yaml`` (absent: nothing configured).
+``$KAIWOCONFIG`` when set, else ``~/.config/kaiwo/kaiwoconfig.yaml``, the API reference's and
+upstream's name (``config.yaml`` beside it is still read when it alone exists: earlier releases
+named it so); absent, nothing is configured.
 ``--user``/``--queue`` win over it. Either fills ``spec.user`` and ``spec.clusterQueue`` only
 where the manifest leaves them out: what a manifest says is never overwritten.
 """
@@ -15,7 +17,9 @@ from pathlib import Path
 from typing import Any, Final
 
 CONFIG_ENV: Final = "KAIWOCONFIG"
-DEFAULT_CONFIG: Final = Path("~/.config/kaiwo/config.yaml")
+DEFAULT_CONFIG: Final = Path("~/.config/kaiwo/kaiwoconfig.yaml")
+EARLIER_DEFAULT_CONFIG: Final = Path("~/.config/kaiwo/config.yaml")
+"""The default until decision 0217, read when the default does not exist and it does."""
 SUBMITTABLE: Final = {
     ("kaiwo.silogen.ai/v1alpha1", "KaiwoJob"),
     ("kaiwo.silogen.ai/v1alpha1", "KaiwoService"),
@@ -33,7 +37,10 @@ class ScientistConfig:
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
-    return Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else DEFAULT_CONFIG.expanduser()
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    default, earlier = DEFAULT_CONFIG.expanduser(), EARLIER_DEFAULT_CONFIG.expanduser()
+    return earlier if not default.exists() and earlier.exists() else default
 
 
 def read_config(path: Path, *, given: bool = False) -> ScientistConfig:

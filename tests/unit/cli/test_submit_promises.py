@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from kaiwo_cli.cluster_access import ClusterError
 from kaiwo_cli.commands.submit import _submit_all
 from kaiwo_cli.main import app
-from kaiwo_cli.submission import repeated_names
+from kaiwo_cli.submission import config_path, read_config, repeated_names
 from kaiwo_cli.workload_follow import not_settled_message
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
@@ -278,3 +278,31 @@ def test_a_config_given_that_does_not_exist_is_an_error_not_an_empty_config(
 
     assert result.exit_code == 1, result.output
     assert result.stderr == f"kaiwo submit: {tmp_path / 'typo.yaml'}: no such file (--config)\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "read"),
+    [
+        ({"kaiwoconfig.yaml": "user: ref@example.com\n"}, "ref@example.com"),
+        ({"config.yaml": "user: earlier@example.com\n"}, "earlier@example.com"),
+        (
+            {"kaiwoconfig.yaml": "user: ref@example.com\n", "config.yaml": "user: x@example.com\n"},
+            "ref@example.com",
+        ),
+        ({}, None),
+    ],
+    ids=["the-references-name", "an-earlier-releases-name", "both", "none"],
+)
+def test_the_default_config_is_kaiwoconfig_yaml_as_the_reference_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], read: str | None
+) -> None:
+    """The API reference: "the clusterQueue field in the kaiwoconfig.yaml file" (decision 0217);
+    an earlier release's config.yaml is still read when it alone is there."""
+    directory = tmp_path / ".config" / "kaiwo"
+    directory.mkdir(parents=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    assert read_config(config_path({})).user == read
+    assert config_path({"KAIWOCONFIG": "/elsewhere.yaml"}) == Path("/elsewhere.yaml")

@@ -56,7 +56,7 @@ from kaiwo_cli.commands.workload_access import (
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
     help="The CLI config (user, clusterQueue); default $KAIWOCONFIG, else "
-    "~/.config/kaiwo/config.yaml.",
+    "~/.config/kaiwo/kaiwoconfig.yaml.",
 )
 @click.option(
     "--wait", is_flag=True, default=False, help="Follow it to a final phase (a service: READY)."
@@ -86,7 +86,7 @@ def submit(
     """Validate a KaiwoJob or KaiwoService, fill in spec.user and spec.clusterQueue, create it.
 
     The user and queue come from --user/--queue, else the CLI config (--config, else
-    $KAIWOCONFIG, else ~/.config/kaiwo/config.yaml, keys user and clusterQueue, as
+    $KAIWOCONFIG, else ~/.config/kaiwo/kaiwoconfig.yaml, keys user and clusterQueue, as
     upstream's), and fill only what the
     manifest leaves out. Nothing is sent when any document is invalid or names a workload
     that exists already.
