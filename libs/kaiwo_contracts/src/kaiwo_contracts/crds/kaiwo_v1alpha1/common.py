@@ -161,7 +161,11 @@ class CommonMetaSpec(KubeModel):
     dangerous: bool = Field(default=False, description="Do not add the default security context.")
     cluster_queue: LabelValue | None = Field(default=None, description="Kueue ClusterQueue name.")
     priority_class: LabelValue | None = Field(
-        default=None, description="Kueue WorkloadPriorityClass name (upstream wire name)."
+        default=None,
+        description=(
+            "Name of a Kubernetes PriorityClass assigned to the workload's pods; a Kueue"
+            " WorkloadPriorityClass of that name also orders the workload in its queue."
+        ),
     )
 
     @model_validator(mode="after")
