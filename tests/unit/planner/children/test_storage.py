@@ -326,3 +326,41 @@ def test_an_existing_download_job_keeps_the_template_it_runs_with(make_job):
         {"name": "HF_HOME", "value": "/hf"},
         {"name": "LEARNING_RATE", "value": "0.1"},
     ]
+
+
+def test_an_edit_the_running_download_job_cannot_take_is_told_with_how_to_take_it(make_job):
+    # A pod that cannot mount its Secret never fails: the download waits for good, and the
+    # fixed name in the spec does not reach its Job (decision 0218). Once the download has
+    # finished, an edit matters to it no more, and nothing is said.
+    before = plan_children(
+        workload=make_job({"storage": STORAGE}),
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.PENDING,
+    )
+    running = _download_job_of(before)
+    observed = {
+        **running,
+        "metadata": {**running["metadata"], "uid": "download-uid", "generation": 1},
+    }
+    edited = make_job({"storage": STORAGE, "env": [{"name": "LEARNING_RATE", "value": "0.1"}]})
+
+    def planned(state: DownloadState):
+        return plan_children(
+            workload=edited,
+            allocation=NO_GPUS,
+            config=None,
+            download_state=state,
+            observed_download_job=observed,
+        )
+
+    still_running = planned(DownloadState.PENDING)
+    assert _download_job_of(still_running)["spec"]["template"] == running["spec"]["template"]
+    assert still_running.notes == (
+        "Not applied to the running download Job train-download, because a Job's pod template "
+        "cannot change after it is created: spec.template.spec.containers[0].env. The download "
+        "goes on as it was created; delete the Job (kubectl delete job -n team-a "
+        "train-download) and the next one is made from the edited spec",
+    )
+    assert planned(DownloadState.SUCCEEDED).notes == ()
+    assert planned(DownloadState.FAILED).notes == ()

@@ -41,6 +41,7 @@ from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
     REASON_IMMUTABLE,
     REASON_REPLACING,
+    JobUpdate,
     existing_job_update,
     replacing_message,
     waits_in_its_queue,
@@ -452,7 +453,11 @@ def plan_children(
             build,
         )
     desired, notes = _storage_as_it_exists(
-        built.storage, observed_download_job, observed_claims, context
+        built.storage,
+        observed_download_job,
+        observed_claims,
+        context,
+        downloading=download_state is DownloadState.PENDING,
     )
     conditions = list(built.conditions)
     main_child = None
@@ -481,9 +486,12 @@ def _storage_as_it_exists(
     observed_download_job: Mapping[str, Any] | None,
     observed_claims: Sequence[Mapping[str, Any]],
     context: PlanningContext | None,
+    *,
+    downloading: bool,
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """The storage children to apply, given those that exist, and what a user is told of
-    the changes they leave out."""
+    the changes they leave out (of the download Job's, only while it has not finished: an
+    edit can matter only to a download still to be done, such as a fixed Secret name)."""
     claims = {_name_of(claim): claim for claim in observed_claims}
     desired: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -501,7 +509,10 @@ def _storage_as_it_exists(
             ):
                 continue
             job = with_claims_it_fills(child, observed_claims)
-            desired.append(existing_job_update(job, observed_download_job, context).manifest)
+            update = existing_job_update(job, observed_download_job, context)
+            desired.append(update.manifest)
+            if downloading and update.not_applied:
+                notes.append(_download_kept_note(update))
         elif child["kind"] == "PersistentVolumeClaim" and _name_of(child) in claims:
             claim = claim_update(child, claims[_name_of(child)])
             desired.append(claim.manifest)
@@ -510,6 +521,20 @@ def _storage_as_it_exists(
         else:
             desired.append(child)
     return desired, tuple(notes)
+
+
+def _download_kept_note(update: JobUpdate) -> str:
+    """What a user who edited the spec while the download Job runs is told: the edit (a
+    Secret's name fixed, say) does not reach it, and how to make it (decision 0218)."""
+    metadata = update.manifest["metadata"]
+    name, namespace = metadata["name"], metadata.get("namespace", "")
+    kept = update.not_applied_told or ", ".join(update.not_applied)
+    return (
+        f"Not applied to the running download Job {name}, because a Job's pod template cannot "
+        f"change after it is created: {kept}. The download goes on as it was created; delete "
+        f"the Job (kubectl delete job -n {namespace} {name}) and the next one is made from "
+        "the edited spec"
+    )
 
 
 def _name_of(obj: Mapping[str, Any]) -> object:
