@@ -52,6 +52,11 @@ pytestmark = [
 
 EXAMPLES: Final = Path(__file__).resolve().parents[2] / "examples"
 ADAPTER_PREFIX: Final = "adapter.kubeai.org/"
+KEPT_ALIVE: Final = "kept-alive"
+SPACED_PATH: Final = "/app/chat template.jinja"
+TEMPLATE: Final = "{% for m in messages %}{{ m.content }}{% endfor %}"
+# The path's "/" and " " turned into "_", then "-" and the first 8 hex digits of its SHA-256.
+SPACED_KEY: Final = "_app_chat_template.jinja-e4956777"
 
 
 # ---------------------------------------------------------------------- the platform team
@@ -964,3 +969,81 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
     assert explained.stdout.startswith(f"Model {pipeline.namespace}/rolling")
     # Long lines are wrapped under their branch: read them joined again.
     assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.stdout.splitlines())
+
+
+async def test_an_engines_variable_the_user_sets_and_a_path_with_a_space_give_a_serving_model(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """A Model whose ``spec.env`` names a variable its engine sets, and whose file path holds a
+    space, gets its server Pod, with the user's value, and its files ConfigMap (decision 0212).
+    Upstream's Pod (the variable twice) and upstream's key (the space kept) are refused by the
+    API server, which the test shows too."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            KEPT_ALIVE,
+            namespace,
+            url="ollama://qwen2:0.5b",
+            engine="OLlama",
+            features=["TextGeneration"],
+            resourceProfile="cpu:1",
+            env={"OLLAMA_KEEP_ALIVE": "-1"},
+            files=[{"path": SPACED_PATH, "content": TEMPLATE}],
+            replicas=1,
+            autoscalingDisabled=True,
+        )
+    )
+
+    found = await serving(pipeline, KEPT_ALIVE, 1)
+
+    configured = condition(found, "Configured")
+    assert configured is not None and configured["status"] == "True"
+    [pod] = await model_pods(kube, namespace, KEPT_ALIVE)
+    [server] = pod["spec"]["containers"]
+    assert server["env"] == [
+        {"name": "OLLAMA_HOST", "value": "0.0.0.0:8000"},
+        {"name": "OLLAMA_KEEP_ALIVE", "value": "-1"},
+    ]
+    [mount] = [m for m in server["volumeMounts"] if m["name"] == "model-files"]
+    assert mount == {
+        "name": "model-files",
+        "mountPath": SPACED_PATH,
+        "subPath": SPACED_KEY,
+        "readOnly": True,
+    }
+    files = await pipeline.appears(resources.CONFIG_MAP, f"model-{KEPT_ALIVE}-files")
+    assert files["data"] == {SPACED_KEY: TEMPLATE}
+
+    # What upstream would apply instead: both refused.
+    doubled: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{KEPT_ALIVE}-upstreams", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": server["image"],
+                    "env": [
+                        {"name": "OLLAMA_KEEP_ALIVE", "value": "999999h"},
+                        {"name": "OLLAMA_KEEP_ALIVE", "value": "-1"},
+                    ],
+                }
+            ]
+        },
+    }
+    with pytest.raises(Invalid) as refused_pod:
+        await kube.apply(doubled, field_manager="upstream")
+    assert "OLLAMA_KEEP_ALIVE" in refused_pod.value.message
+    spaced = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"model-{KEPT_ALIVE}-upstreams", "namespace": namespace},
+        "data": {SPACED_PATH.replace("/", "_"): TEMPLATE},
+    }
+    with pytest.raises(Invalid) as refused_key:
+        await kube.apply(spaced, field_manager="upstream")
+    assert "a valid config key" in refused_key.value.message
+
+    await kube.delete(resources.KUBEAI_MODEL, KEPT_ALIVE, namespace=namespace)

@@ -17,6 +17,15 @@ ours, run with the model-loader image, which has the download tools) instead:
   Model names them, bound to the Pods' service account; the token is mounted into the
   sidecar only (the Pod's automatic token mount is off), not into the model server.
 
+The sidecar's variables are upstream's (``spec.env`` sorted by name, then the credentials of
+every object store a ``spec.env`` variable does not replace), then its own: ``POD_NAME``,
+``POD_NAMESPACE``, ``KAIWO_ADAPTERS_FILE``, ``KAIWO_ADAPTERS_DIR`` and ``KAIWO_SERVER_URL``.
+It needs those to work, so a ``spec.env`` variable of one of their names is left out of the
+sidecar and still reaches the server (listing both, the API server's apply refused the
+container, and the Model got no Pods; decision 0212). Nothing is told: upstream's sidecar has
+no variable of those names and its download tools read none, so the user's variable only
+ever meant something to the server, which has it.
+
 A Model whose ``adapters`` is set (even empty) runs vLLM with ``--enable-lora`` and the
 sidecar, as upstream; going from no ``adapters`` to some changes the Pods (a rollout).
 The plan's Pod manifests never carry adapter labels: they are the sidecar's, under its own
@@ -135,14 +144,12 @@ def loader_container(setup: ModelSetup) -> dict[str, Any]:
     credentials = every_credential(
         secrets=setup.config.secret_names, namespace=setup.namespace, user_env=user_env
     )
+    own = _loader_own_env()
+    owned = {variable["name"] for variable in own}
     env = [
-        *sorted_env(user_env),
+        *(variable for variable in sorted_env(user_env) if variable["name"] not in owned),
         *credentials.env,
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        {"name": "KAIWO_ADAPTERS_FILE", "value": f"{LOADER_CONFIG_DIR}/{ADAPTERS_KEY}"},
-        {"name": "KAIWO_ADAPTERS_DIR", "value": ADAPTERS_DIR},
-        {"name": "KAIWO_SERVER_URL", "value": f"http://127.0.0.1:{SERVER_PORT}"},
+        *own,
     ]
     container: dict[str, Any] = {
         "name": LOADER_CONTAINER,
@@ -163,6 +170,17 @@ def loader_container(setup: ModelSetup) -> dict[str, Any]:
     if security:
         container["securityContext"] = dict(security)
     return container
+
+
+def _loader_own_env() -> list[dict[str, Any]]:
+    """The sidecar's own variables, which ``spec.env`` does not replace (module docstring)."""
+    return [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "KAIWO_ADAPTERS_FILE", "value": f"{LOADER_CONFIG_DIR}/{ADAPTERS_KEY}"},
+        {"name": "KAIWO_ADAPTERS_DIR", "value": ADAPTERS_DIR},
+        {"name": "KAIWO_SERVER_URL", "value": f"http://127.0.0.1:{SERVER_PORT}"},
+    ]
 
 
 def adapter_volumes(identity: ObjectRef, setup: ModelSetup) -> list[Mapping[str, Any]]:

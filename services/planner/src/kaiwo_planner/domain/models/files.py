@@ -1,11 +1,15 @@
 """``spec.files``: one ConfigMap per Model, each file mounted at its path in the server.
 
-The ConfigMap's keys are the paths with every ``/`` turned into ``_``, as upstream's; two
-paths that would share a key (``/etc/a_b`` and ``/etc/a/b``) each get their own, the key
-and a hash of the path (upstream gives both files one of the two contents; decision 0203).
-Each file is its own
-read-only ``subPath`` mount, which the kubelet never refreshes: a running server keeps the
-content it started with. So the files' content is part of the Pods' hash
+The ConfigMap's keys are the paths with every ``/`` turned into ``_``, as upstream's, when
+that is a valid ConfigMap key (letters, digits, ``-``, ``_`` and ``.``, at most 253
+characters). Otherwise (the CRD lets a path hold any character but ``:`` and run to 1024
+characters: ``/app/chat template.jinja``, ``/etc/tmpl@v2.j2``), every other character turns
+into ``_`` too and the key is a bounded prefix of that followed by a hash of the path
+(upstream's key is refused by the API server, and the Model never gets Pods; decision 0212).
+Two paths that would share a key (``/etc/a_b`` and ``/etc/a/b``) each get their own, the
+key and a hash of the path (upstream gives both files one of the two contents; decision
+0203). Each file is its own read-only ``subPath`` mount, which the kubelet never refreshes:
+a running server keeps the content it started with. So the files' content is part of the Pods' hash
 (:mod:`~kaiwo_planner.domain.models.server_pod`) and an edited file rolls the Pods like any
 other change (upstream rolls nothing, and its servers keep the old content until something
 else replaces them; decision 0127). Without files there is no ConfigMap (upstream creates an
@@ -14,6 +18,7 @@ empty one and deletes it again, every other reconcile).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from hashlib import sha256
@@ -25,19 +30,53 @@ from kaiwo_planner.domain.models.names import files_config_map
 from kaiwo_planner.domain.models.ownership import model_child_metadata
 
 FILES_VOLUME: Final = "model-files"
+KEY_MAX_LENGTH: Final = 253
+"""A ConfigMap key's limit (the API server's ``IsConfigMapKey``)."""
+SHORT_HASH: Final = 8
+FULL_HASH: Final = 64
+
+_KEY: Final = re.compile(r"[-._a-zA-Z0-9]+")
+_NOT_KEY: Final = re.compile(r"[^-._a-zA-Z0-9]")
 
 
 def file_keys(paths: Iterable[str]) -> dict[str, str]:
-    """Each path's ConfigMap key: upstream's (``/`` turned into ``_``) unless another path
-    turns into the same, then that followed by the first 8 hex digits of the path's SHA-256
-    (a key stays within a ConfigMap key's characters: letters, digits, ``-``, ``_``, ``.``)."""
+    """Each path's ConfigMap key (see the module docstring), unique among ``paths``.
+
+    * Upstream's (``/`` turned into ``_``) when it is a valid key that no other path's key
+      equals: the keys every Model had before, which its ConfigMap and Pods keep.
+    * Else the path with every character a key cannot hold turned into ``_``, cut to leave
+      room for ``-`` and the first 8 hex digits of the path's SHA-256, which follow (two
+      paths of upstream's key: upstream's followed by the hash, as decision 0203 made them).
+    * A key still shared then (two hashes alike) takes the whole SHA-256 instead.
+
+    A path starts with ``/`` (the CRD's rule), so a key starts with ``_``, never ``.``."""
     unique = sorted(set(paths))
     plain = {path: path.replace("/", "_") for path in unique}
-    shared = Counter(plain.values())
-    return {
-        path: key if shared[key] == 1 else f"{key}-{sha256(path.encode()).hexdigest()[:8]}"
-        for path, key in plain.items()
-    }
+    digits = {path: 0 if _is_key(key) else SHORT_HASH for path, key in plain.items()}
+    while True:
+        keys = {path: _key(key, path, digits[path]) for path, key in plain.items()}
+        shared = Counter(keys.values())
+        longer = {
+            path: SHORT_HASH if digits[path] == 0 else FULL_HASH
+            for path, key in keys.items()
+            if shared[key] > 1 and digits[path] < FULL_HASH
+        }
+        if not longer:
+            return keys
+        digits |= longer
+
+
+def _is_key(key: str) -> bool:
+    return len(key) <= KEY_MAX_LENGTH and _KEY.fullmatch(key) is not None
+
+
+def _key(plain: str, path: str, digits: int) -> str:
+    """``plain`` itself (``digits`` 0), else its valid characters followed by ``-`` and the
+    first ``digits`` hex digits of the SHA-256 of ``path``, within a key's length."""
+    if digits == 0:
+        return plain
+    kept = _NOT_KEY.sub("_", plain)[: KEY_MAX_LENGTH - 1 - digits]
+    return f"{kept}-{sha256(path.encode()).hexdigest()[:digits]}"
 
 
 def files_config_map_manifest(

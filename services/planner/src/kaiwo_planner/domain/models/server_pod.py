@@ -10,6 +10,9 @@
   AIMNamespaceConfig pull secrets); the container security context from the configuration
   for every engine (upstream leaves it off Infinity's, by oversight).
 * Variables: the engine's, then ``spec.env`` sorted by name, then the source's credentials;
+  each name once, the user's value winning: an engine's variable or a credential that
+  ``spec.env`` names is left out (upstream lists both, and the API server's apply refuses a
+  container with two variables of one name: the Model got no Pods; decision 0212).
   ``spec.envFrom`` as given.
 * Volumes in upstream's order: shared memory, files, adapters, cache, source.
 
@@ -25,7 +28,7 @@ Ready on the current spec while every Pod served the old content (decision 0127)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -170,7 +173,7 @@ def _server_container(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
         container["command"] = list(engine.command)
     if engine.args:
         container["args"] = list(engine.args)
-    env = [*engine.env, *sorted_env(spec.env), *source.env]
+    env = server_env(engine.env, spec.env or {}, source.env)
     if env:
         container["env"] = env
     if spec.env_from:
@@ -189,6 +192,21 @@ def _server_container(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
     if security:
         container["securityContext"] = dict(security)
     return container
+
+
+def server_env(
+    engine: Sequence[Mapping[str, Any]],
+    user: Mapping[str, str],
+    source: Sequence[Mapping[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The server's variables: the engine's, ``user`` (``spec.env``) sorted by name, the
+    source's; a name ``user`` sets is the user's alone (see the module docstring). Without
+    such a name, exactly upstream's list: no running Pod changes."""
+    return [
+        *(variable for variable in engine if variable["name"] not in user),
+        *sorted_env(user),
+        *(variable for variable in source if variable["name"] not in user),
+    ]
 
 
 def _resources(setup: ModelSetup) -> dict[str, Any]:
