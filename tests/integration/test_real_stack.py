@@ -2409,6 +2409,48 @@ async def test_a_ready_services_priority_class_is_kept_and_the_rest_of_the_edit_
     await stack.kube.delete(resources.KAIWO_SERVICE, "reprioritised", namespace=ns)
 
 
+def selected_by_tier(tier: str, image: str) -> dict[str, Any]:
+    """A user's own Deployment spec whose pods are selected by ``tier``."""
+    return {
+        "spec": {
+            "selector": {"matchLabels": {"tier": tier}},
+            "template": {
+                "metadata": {"labels": {"tier": tier}},
+                "spec": {"containers": [{"name": "vllm", "image": image}]},
+            },
+        }
+    }
+
+
+async def test_a_services_selector_edit_is_kept_and_told_and_the_rest_of_the_edit_rolls(
+    stack: Pipeline,
+) -> None:
+    """apps/v1 refuses any change of a Deployment's selector: the operator keeps it (and the
+    pods' label it reads), says so, and applies the rest of the edit (the new image), instead
+    of an update refused on every plan (decision 0216)."""
+    ns = namespace_of(stack, "svc")
+    service = vllm_service("reselected", ns)
+    service["spec"]["deployment"] = selected_by_tier("web", "vllm/vllm-openai:v0.8.5")
+    await stack.kube.create(service)
+    await reaches(stack, "reselected", ns, "READY", kind=resources.KAIWO_SERVICE)
+
+    edit = {"deployment": selected_by_tier("api", "vllm/vllm-openai:v0.9.0")}
+    found = await edit_told(stack, resources.KAIWO_SERVICE, "reselected", ns, {"spec": edit})
+
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    applied = condition(found, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    kept = "spec.selector.matchLabels[tier], spec.template.metadata.labels[tier]"
+    assert kept in applied["message"], applied["message"]
+    deployment = await stack.kube.get(resources.DEPLOYMENT, "reselected", namespace=ns)
+    assert deployment["spec"]["selector"]["matchLabels"]["tier"] == "web"
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["labels"]["tier"] == "web"
+    assert template["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.9.0"
+    await stack.kube.delete(resources.KAIWO_SERVICE, "reselected", namespace=ns)
+
+
 async def why_restarted(stack: Pipeline, namespace: str) -> str:
     """What Kueue, KubeRay and the operator said in ``namespace``: a restart names who
     stopped the job (the one CI saw was a name KubeRay dropped before it made that cluster)."""

@@ -469,3 +469,202 @@ def test_a_scaled_deployment_losing_a_variable_rolls():
     container["env"] = [var for var in container["env"] if var["name"] != "HF_HOME"]
 
     assert deployment_update(desired, observed).manifest == desired
+
+
+def selected(
+    selector: dict[str, Any],
+    template_labels: dict[str, str],
+    *,
+    image: str = "vllm:1",
+    ready: int | None = None,
+) -> dict[str, Any]:
+    """A Deployment with ``selector`` and pods labelled ``template_labels``."""
+    found = deployment({}, ready=ready)
+    found["spec"]["selector"] = selector
+    found["spec"]["template"]["metadata"]["labels"] = template_labels
+    found["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    return found
+
+
+SELECTOR_KEPT = (
+    "Not applied to the existing Deployment, because a Deployment's selector cannot change "
+    "after it is created, and its pods' labels must match it (deleted, the Deployment is made "
+    "again from the spec as it is now): "
+)
+
+
+def test_a_deployments_edited_selector_is_kept_and_the_rest_of_the_edit_applies():
+    # apps/v1: spec.selector is immutable. Applied, every plan was refused ("field is
+    # immutable"), the image edit made with it lost too (decision 0216).
+    observed = selected(
+        {"matchLabels": {"app": "d", "tier": "web"}}, {"app": "d", "tier": "web"}, ready=1
+    )
+    desired = selected(
+        {"matchLabels": {"app": "d", "tier": "api"}}, {"app": "d", "tier": "api"}, image="vllm:2"
+    )
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["spec"]["selector"] == {"matchLabels": {"app": "d", "tier": "web"}}
+    assert update.manifest["spec"]["template"]["metadata"]["labels"] == {
+        "app": "d",
+        "tier": "web",
+    }
+    assert update.manifest["spec"]["template"]["spec"]["containers"] == [{"image": "vllm:2"}]
+    assert update.spec_not_applied == (
+        "spec.selector.matchLabels[tier]",
+        "spec.template.metadata.labels[tier]",
+    )
+    assert update.message == SELECTOR_KEPT + (
+        "spec.selector.matchLabels[tier], spec.template.metadata.labels[tier]. "
+        "Delete and re-create the workload to run with these changes."
+    )
+    assert desired["spec"]["selector"] == {"matchLabels": {"app": "d", "tier": "api"}}
+
+
+def test_a_deployment_back_to_the_default_template_keeps_the_users_selector_and_its_label():
+    # The user's own spec.deployment (selector tier=web) removed: the default selects by app
+    # only, and its pods have no tier label, which the kept selector needs.
+    observed = selected(
+        {"matchLabels": {"app": "d", "tier": "web"}}, {"app": "d", "tier": "web", "x": "1"}
+    )
+    desired = selected({"matchLabels": {"app": "d"}}, {"app": "d"}, image="vllm:2")
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["spec"]["selector"] == {"matchLabels": {"app": "d", "tier": "web"}}
+    assert update.manifest["spec"]["template"]["metadata"]["labels"] == {
+        "app": "d",
+        "tier": "web",
+    }
+    assert update.manifest["spec"]["template"]["spec"]["containers"] == [{"image": "vllm:2"}]
+    assert update.message == SELECTOR_KEPT + (
+        "spec.selector.matchLabels[tier], spec.template.metadata.labels[tier]. "
+        "Delete and re-create the workload to run with these changes."
+    )
+
+
+def test_a_kept_selector_the_new_pods_still_match_leaves_their_labels_as_edited():
+    observed = selected(
+        {
+            "matchLabels": {"app": "d"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web", "api"]}],
+        },
+        {"app": "d", "tier": "web"},
+    )
+    desired = selected({"matchLabels": {"app": "d"}}, {"app": "d", "tier": "api"})
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["spec"]["selector"] == observed["spec"]["selector"]
+    assert update.manifest["spec"]["template"] == desired["spec"]["template"]
+    assert update.message == SELECTOR_KEPT + (
+        "spec.selector.matchExpressions. Delete and re-create the workload to run with these "
+        "changes."
+    )
+
+
+def test_pods_relabelled_out_of_an_unchanged_selector_keep_the_label_it_reads():
+    observed = selected(
+        {
+            "matchLabels": {"app": "d"},
+            "matchExpressions": [{"key": "canary", "operator": "DoesNotExist"}],
+        },
+        {"app": "d"},
+    )
+    desired = selected(
+        {
+            "matchLabels": {"app": "d"},
+            "matchExpressions": [{"key": "canary", "operator": "DoesNotExist", "values": []}],
+        },
+        {"app": "d", "canary": "yes", "team": "a"},
+    )
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["spec"]["template"]["metadata"]["labels"] == {"app": "d", "team": "a"}
+    assert update.spec_not_applied == ("spec.template.metadata.labels[canary]",)
+
+
+def test_a_deployment_whose_selector_is_as_observed_is_applied_as_desired_itself():
+    # The server leaves empty fields out: still the same selector, and no new bytes.
+    observed = selected({"matchLabels": {"app": "d", "tier": "web"}}, {"app": "d", "tier": "web"})
+    desired = selected(
+        {"matchLabels": {"app": "d", "tier": "web"}, "matchExpressions": []},
+        {"app": "d", "tier": "web", "version": "2"},
+        image="vllm:2",
+    )
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest is desired
+    assert update.applied_whole
+
+
+def test_a_deployment_observed_without_a_selector_takes_the_desired_one():
+    desired = selected({"matchLabels": {"app": "d", "tier": "api"}}, {"app": "d", "tier": "api"})
+
+    assert deployment_update(desired, deployment({})).manifest is desired
+
+
+def own_deployment(tier: str, *, image: str) -> dict[str, Any]:
+    """A KaiwoService spec with the user's own Deployment spec, its pods selected by tier."""
+    return {
+        "image": image,
+        "deployment": {
+            "spec": {
+                "selector": {"matchLabels": {"tier": tier}},
+                "template": {
+                    "metadata": {"labels": {"tier": tier}},
+                    "spec": {"containers": [{"name": "web", "image": image}]},
+                },
+            }
+        },
+    }
+
+
+def test_a_services_selector_edit_is_kept_and_told_and_its_new_image_rolls(make_service):
+    first = plan_children(
+        workload=make_service(own_deployment("web", image="nginx:1")),
+        allocation=NO_GPUS,
+        config=None,
+    )
+    (observed,) = copy.deepcopy([c for c in first.desired if c["kind"] == "Deployment"])
+    observed["status"] = {"readyReplicas": 1}
+
+    decision = plan_children(
+        workload=make_service(own_deployment("api", image="nginx:2")),
+        allocation=NO_GPUS,
+        config=None,
+        observed_main_child=observed,
+    )
+
+    (manifest,) = [c for c in decision.desired if c["kind"] == "Deployment"]
+    assert manifest["spec"]["selector"] == {"matchLabels": {"tier": "web", "app": "chat"}}
+    assert manifest["spec"]["template"]["metadata"]["labels"]["tier"] == "web"
+    assert manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied",
+            "False",
+            "JobFieldsImmutable",
+            SELECTOR_KEPT
+            + "spec.selector.matchLabels[tier], spec.template.metadata.labels[tier]. Delete "
+            "and re-create the workload to run with these changes.",
+        ),
+    )
+
+    # As it was made: the same manifest, and it matches.
+    settled = plan_children(
+        workload=make_service(own_deployment("web", image="nginx:1")),
+        allocation=NO_GPUS,
+        config=None,
+        observed_main_child=observed,
+    )
+    (manifest,) = [c for c in settled.desired if c["kind"] == "Deployment"]
+    assert manifest == first.desired[0]
+    assert settled.conditions == (
+        ChildCondition(
+            "ChildSpecApplied", "True", "Applied", "The Deployment matches the workload's spec"
+        ),
+    )

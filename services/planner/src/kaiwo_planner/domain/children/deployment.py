@@ -49,7 +49,10 @@ def build_deployment(
 ) -> dict[str, Any]:
     """The Deployment: ``spec.deployment`` (or the default) with ``replicas`` from the allocation.
 
-    ``additions.extra_labels`` must hold :func:`deployment_pod_labels`.
+    ``additions.extra_labels`` must hold :func:`deployment_pod_labels`. The selector is the
+    given one's with ``app``; apps/v1 refuses any change of it, so once the Deployment exists
+    its observed selector is applied instead
+    (:func:`~kaiwo_planner.domain.children.main_child_changes.deployment_update`, decision 0216).
     """
     spec: dict[str, Any] = copy_tree(dict((inputs.deployment or {}).get("spec") or {}))
     template, generated = given_or_default_template(

@@ -23,7 +23,10 @@ value is kept, and the paths left out are named for the ``ChildSpecApplied`` con
   does not rewrite them on every apply, on its pod template;
 * a Deployment whose only change is its ``replicas`` keeps the replica counts in its pods'
   env (``NUM_REPLICAS``, ``NUM_GPUS``) as they were made, so it scales without replacing
-  every serving pod (decision 0163).
+  every serving pod (decision 0163);
+* a Deployment keeps its ``spec.selector``: apps/v1 refuses any change of it ("field is
+  immutable"), and the pods' labels it reads keep their observed values where the edited pod
+  template would no longer match it, which the API server refuses too (decision 0216).
 
 Pure; the desired manifest is not modified.
 """
@@ -47,6 +50,7 @@ from kaiwo_planner.domain.children.job_changes import (
 )
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from kaiwo_planner.domain.scheduling.gpu_allocation import SPLIT_MADE_FROM_ANNOTATION
+from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import contains, removed_paths
 
 RAY_JOB_KEEPS_ITS_SPEC = (
@@ -54,6 +58,10 @@ RAY_JOB_KEEPS_ITS_SPEC = (
     "it again, and Ray would start the job over): "
 )
 APP_WRAPPER_COMPONENTS_FIXED = "an AppWrapper's components cannot change after it is created: "
+DEPLOYMENT_SELECTOR_FIXED = (
+    "a Deployment's selector cannot change after it is created, and its pods' labels must "
+    "match it (deleted, the Deployment is made again from the spec as it is now): "
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +203,8 @@ def deployment_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> C
     Kueue's webhook for Deployments counts one as admitted (its queue fixed, no priority class
     to be added) once it has a Ready replica (``status.readyReplicas``), and refuses the
     removal of a priority class always. The labels Kueue's rules keep are kept on the pod
-    template too: Kueue's defaulting copies the Deployment's onto it anyway.
+    template too: Kueue's defaulting copies the Deployment's onto it anyway. Its selector is
+    kept as observed, and the template's labels match it (:func:`_selector_as_observed`).
     """
     status = observed.get("status")
     ready = status.get("readyReplicas") if isinstance(status, Mapping) else None
@@ -203,8 +212,158 @@ def deployment_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> C
     manifest, labels_kept = kueue_label_update(desired, observed, running=running)
     if labels_kept:
         manifest = _template_with_kueue_labels_of(manifest)
+    manifest, spec_kept = _selector_as_observed(manifest, observed)
     manifest = _replica_counts_as_observed(manifest, observed)
-    return ChildUpdate(manifest=manifest, kind="Deployment", labels_not_applied=labels_kept)
+    return ChildUpdate(
+        manifest=manifest,
+        kind="Deployment",
+        spec_not_applied=spec_kept,
+        spec_reason=DEPLOYMENT_SELECTOR_FIXED,
+        labels_not_applied=labels_kept,
+    )
+
+
+def _selector_as_observed(
+    deployment: dict[str, Any], observed: Mapping[str, Any]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``deployment`` with the ``observed`` Deployment's ``spec.selector``, and its pod
+    template's labels matching it, and the paths so kept (decision 0216).
+
+    apps/v1 refuses any change of a Deployment's selector, and a pod template whose labels
+    the selector does not match: applied as desired, an edit of ``spec.deployment.spec.
+    selector`` (or a return to the default template from one of the user's) was refused on
+    every plan, and every later edit of the Deployment with it. So the observed selector is
+    kept; where the edited template's labels would not match it, the labels it reads take
+    their observed values (those matched it, or the Deployment would not exist). A selector
+    as observed, and a template that matches it, leave ``deployment`` itself (its bytes):
+    nothing is written for a settled service. No selector observed: nothing to keep."""
+    held = _spec_of(observed).get("selector")
+    spec = _spec_of(deployment)
+    if not isinstance(held, Mapping) or not held:
+        return deployment, ()
+    kept = list(_selector_changes(held, spec.get("selector")))
+    template = spec.get("template")
+    template = template if isinstance(template, Mapping) else {}
+    labels = _labels_of(template)
+    matched = labels
+    if not _selects(held, labels):
+        seen = _labels_of(_spec_of(observed).get("template"))
+        matched = dict(labels)
+        for key in sorted(_selector_keys(held)):
+            if key in seen:
+                matched[key] = seen[key]
+            else:
+                matched.pop(key, None)
+        if not _selects(held, matched):  # an observation that does not match itself
+            match_labels = held.get("matchLabels")
+            if isinstance(match_labels, Mapping):
+                matched.update({str(k): str(v) for k, v in match_labels.items()})
+        kept += [
+            f"spec.template.metadata.labels[{key}]"
+            for key in sorted(set(labels) | set(matched))
+            if labels.get(key) != matched.get(key)
+        ]
+    if not kept:
+        return deployment, ()
+    new_spec = {**spec, "selector": copy_tree(dict(held))}
+    if matched is not labels:
+        metadata = template.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        new_spec["template"] = {**template, "metadata": {**metadata, "labels": matched}}
+    return {**deployment, "spec": new_spec}, tuple(kept)
+
+
+def _selector_changes(held: Mapping[str, Any], wanted: Any) -> list[str]:
+    """The paths where the selector ``wanted`` differs from the ``held`` one, each label
+    of ``matchLabels`` named (``spec.selector.matchLabels[tier]``); none when both select
+    alike. Compared as written (``contains`` would take label values "1" and "1.0" for one
+    quantity), but for the empty maps and lists the API server leaves out."""
+    had, asked = _written(held), _written(wanted)
+    paths: list[str] = []
+    for name in sorted(set(had) | set(asked)):
+        was, now = had.get(name), asked.get(name)
+        if was == now:
+            continue
+        if name == "matchLabels" and isinstance(was or {}, dict) and isinstance(now or {}, dict):
+            was, now = was or {}, now or {}
+            paths += [
+                f"spec.selector.matchLabels[{key}]"
+                for key in sorted(set(was) | set(now))
+                if was.get(key) != now.get(key)
+            ]
+        else:
+            paths.append(f"spec.selector.{name}")
+    return paths
+
+
+def _written(selector: Any) -> dict[str, Any]:
+    """``selector`` as the API server stores it: label values as text, and no field (of the
+    selector or of a requirement) that holds nothing."""
+    if not isinstance(selector, Mapping):
+        return {}
+    written: dict[str, Any] = {}
+    for name, given in selector.items():
+        value = given
+        if name == "matchLabels" and isinstance(value, Mapping):
+            value = {str(k): str(v) for k, v in given.items()}
+        elif name == "matchExpressions" and isinstance(value, list):
+            value = [
+                {k: v for k, v in item.items() if v not in (None, "", [])}
+                if isinstance(item, Mapping)
+                else item
+                for item in given
+            ]
+        if value in (None, "", [], {}):
+            continue
+        written[str(name)] = value
+    return written
+
+
+def _labels_of(template: Any) -> dict[str, Any]:
+    metadata = template.get("metadata") if isinstance(template, Mapping) else None
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return dict(labels) if isinstance(labels, Mapping) else {}
+
+
+def _selector_keys(selector: Mapping[str, Any]) -> set[str]:
+    """The label keys ``selector`` reads."""
+    match_labels = selector.get("matchLabels")
+    keys = {str(k) for k in match_labels} if isinstance(match_labels, Mapping) else set()
+    for requirement in selector.get("matchExpressions") or ():
+        if isinstance(requirement, Mapping) and isinstance(requirement.get("key"), str):
+            keys.add(requirement["key"])
+    return keys
+
+
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    """Whether the label selector ``selector`` (``matchLabels`` and ``matchExpressions``, as
+    apimachinery's ``LabelSelectorAsSelector`` reads them) matches ``labels``."""
+    match_labels = selector.get("matchLabels")
+    if isinstance(match_labels, Mapping):
+        for key, value in match_labels.items():
+            if key not in labels or str(labels[key]) != str(value):
+                return False
+    for requirement in selector.get("matchExpressions") or ():
+        key = requirement.get("key") if isinstance(requirement, Mapping) else None
+        if not isinstance(key, str):
+            return False
+        operator = requirement.get("operator")
+        values = {str(v) for v in requirement.get("values") or ()}
+        has = key in labels
+        value = str(labels[key]) if has else None
+        if operator == "In":
+            ok = has and value in values
+        elif operator == "NotIn":
+            ok = not has or value not in values
+        elif operator == "Exists":
+            ok = has
+        elif operator == "DoesNotExist":
+            ok = not has
+        else:  # no other operator is valid: the API server refuses such a selector
+            ok = False
+        if not ok:
+            return False
+    return True
 
 
 REPLICA_COUNT_ENV = frozenset({"NUM_REPLICAS", "NUM_GPUS"})
