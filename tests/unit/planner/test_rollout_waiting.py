@@ -320,3 +320,50 @@ def test_a_service_starting_then_running_has_started() -> None:
     assert running.events == (
         EventIntent(type="Normal", reason="WorkloadRunning", message="Workload has started"),
     )
+
+
+def test_a_first_rollout_waiting_for_quota_whose_admitted_pod_runs_is_running() -> None:
+    """A new service of 2: one pod admitted and running, not Ready yet (its server loads
+    its model), the other waiting for quota, past the progress deadline. Its phase is what
+    its pods do: RUNNING, with ``startTime`` from now (decision 0214; it said STARTING)."""
+    running_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "chat-6956-a1b2c",
+            "namespace": "team",
+            "uid": "chat-6956-a1b2c",
+            "labels": {"pod-template-hash": "6956"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "chat-6956",
+                    "controller": True,
+                }
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+    }
+    starting = {
+        "status": "STARTING",
+        "observedGeneration": 2,
+        "conditions": [SCHEDULABLE, PARTLY_ADMITTED],
+    }
+    child = deployment(PAST_DEADLINE, available=0)
+    child["metadata"]["namespace"] = "team"
+    waiting = derive(
+        starting,
+        child,
+        workloads=(
+            pod_workload("chat-6956-a1b2c", admitted=True),
+            pod_workload("chat-6956-v94f4", admitted=False),
+        ),
+        pods=(running_pod, GATED),
+    )
+    assert (
+        waiting.status["status"],
+        waiting.status["startTime"],
+        waiting.status["duration"],
+        waiting.status["conditions"][1]["reason"],
+    ) == ("RUNNING", T_NOW, 0, "RolloutWaitingForQuota")

@@ -10,7 +10,11 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.scheduling.schedulable import SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.status.child_phase import ObservedChildren, observe_children
+from kaiwo_planner.domain.status.child_phase import (
+    ObservedChildren,
+    child_phase,
+    observe_children,
+)
 from kaiwo_planner.domain.status.kueue_admission import run_start
 from kaiwo_planner.domain.status.workload_status import (
     StatusDecision,
@@ -975,6 +979,247 @@ def test_ready_service_gets_start_time_and_ready_event() -> None:
     )
     assert ready.status == {**previous, "status": "READY", "startTime": T_NOW, "duration": 0}
     assert ready.events == (event("WorkloadReady", "Workload is ready"),)
+
+
+WEB_HASH = "5d8f7c9b4"
+"""The ``pod-template-hash`` of Deployment ``web``'s current ReplicaSet, ``web-5d8f7c9b4``."""
+
+
+def web(*, replicas: int | None = 1, available: int = 0, **status: Any) -> dict[str, Any]:
+    """Deployment ``web`` of namespace ``team``, made for KaiwoService ``web`` (uid ks-uid)."""
+    made = deployment(replicas=replicas, available=available, **status)
+    owner = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoService", "name": "web"}
+    metadata = {
+        **made["metadata"],
+        "namespace": "team",
+        "uid": "dep-uid",
+        "ownerReferences": [{**owner, "uid": "ks-uid", "controller": True}],
+    }
+    return {**made, "metadata": metadata}
+
+
+def web_pod(
+    name: str,
+    phase: str,
+    *,
+    ready: bool = False,
+    deleting: bool = False,
+    controller: tuple[str, str] = ("ReplicaSet", f"web-{WEB_HASH}"),
+    namespace: str = "team",
+) -> dict[str, Any]:
+    """A pod carrying KaiwoService ``web``'s run-id, as ``controller`` (kind, name) makes it:
+    by default Deployment ``web``'s ReplicaSet, which labels it with its template's hash."""
+    kind, controller_name = controller
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "labels": {"kaiwo.silogen.ai/run-id": "ks-uid", "pod-template-hash": WEB_HASH},
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1" if kind == "ReplicaSet" else "batch/v1",
+                "kind": kind,
+                "name": controller_name,
+                "uid": f"uid-{controller_name}",
+                "controller": True,
+            }
+        ],
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = T_NOW
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+DEADLINE_PASSED = [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]
+
+
+@pytest.mark.parametrize(
+    ("child", "pods", "expected"),
+    [
+        (web(), (), "STARTING"),
+        (web(), (web_pod("web-5d8f7c9b4-a1b2c", "Running"),), "RUNNING"),
+        (web(), (web_pod("web-5d8f7c9b4-a1b2c", "Pending"),), "STARTING"),
+        (web(), (web_pod("web-5d8f7c9b4-a1b2c", "Running", deleting=True),), "STARTING"),
+        (web(), (web_pod("web-5d8f7c9b4-a1b2c", "Failed"),), "STARTING"),
+        (
+            web(replicas=2),
+            (web_pod("web-5d8f7c9b4-a1b2c", "Pending"), web_pod("web-5d8f7c9b4-d3e4f", "Running")),
+            "RUNNING",
+        ),
+        # Pods carrying the workload's run-id that are not the Deployment's: its download
+        # Job's, another Deployment's whose name starts with its name, one in another
+        # namespace.
+        (
+            web(),
+            (web_pod("web-download-x9z8y", "Running", controller=("Job", "web-download")),),
+            "STARTING",
+        ),
+        (
+            web(),
+            (
+                web_pod(
+                    "web-api-5d8f7c9b4-a1b2c",
+                    "Running",
+                    controller=("ReplicaSet", f"web-api-{WEB_HASH}"),
+                ),
+            ),
+            "STARTING",
+        ),
+        (web(), (web_pod("web-5d8f7c9b4-a1b2c", "Running", namespace="other"),), "STARTING"),
+        # Scaled to 0, with a pod not yet deleted: READY, as before (decision 0111).
+        (web(replicas=0), (web_pod("web-5d8f7c9b4-a1b2c", "Running"),), "READY"),
+        # Past its progress deadline: ERROR, whatever its pods do.
+        (web(conditions=DEADLINE_PASSED), (web_pod("web-5d8f7c9b4-a1b2c", "Running"),), "ERROR"),
+        (web(available=1), (web_pod("web-5d8f7c9b4-a1b2c", "Running", ready=True),), "READY"),
+    ],
+    ids=[
+        "no-pods",
+        "running-not-ready",
+        "pending",
+        "being-deleted",
+        "evicted",
+        "one-of-two-running",
+        "download-pod",
+        "another-deployments-pod",
+        "another-namespace",
+        "scaled-to-zero",
+        "deadline",
+        "ready",
+    ],
+)
+def test_a_services_deployment_with_a_running_pod_is_running(
+    child: dict[str, Any], pods: tuple[dict[str, Any], ...], expected: str
+) -> None:
+    """RUNNING for a KaiwoService is "pods are up but may not yet be fully ready/healthy":
+    a live pod of its Deployment in phase Running, none available yet (decision 0214)."""
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=child,
+            kueue_workloads=(admitted_workload(),),
+            pods=pods,
+        ),
+        kind="KaiwoService",
+    )
+    assert decision.status["status"] == expected
+
+
+def test_a_service_whose_pod_runs_before_it_is_ready_is_running_from_then() -> None:
+    """A server loading its model runs minutes before its readiness probe answers: RUNNING,
+    with ``startTime`` from then, and READY later keeping it; settled, nothing is written
+    again (decision 0214). Before, it said STARTING without a ``startTime`` until READY."""
+
+    def observed(child: dict[str, Any], pod: dict[str, Any]) -> ObservedChildren:
+        return ObservedChildren(
+            child_kind="Deployment",
+            child=child,
+            kueue_workloads=(admitted_workload(),),
+            pods=(pod,),
+        )
+
+    previous = {
+        "status": "STARTING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    pod = "web-5d8f7c9b4-a1b2c"
+    pending = derive(
+        previous, observed(web(), web_pod(pod, "Pending")), kind="KaiwoService", now=NOW
+    )
+    assert pending.status == previous
+    assert pending.events == ()
+
+    running = derive(
+        previous, observed(web(), web_pod(pod, "Running")), kind="KaiwoService", now=NOW
+    )
+    assert running.status == {**previous, "status": "RUNNING", "startTime": T_NOW, "duration": 0}
+    assert running.events == (event("WorkloadRunning", "Workload has started"),)
+
+    still = derive(
+        running.status,
+        observed(web(), web_pod(pod, "Running")),
+        kind="KaiwoService",
+        now=NOW + timedelta(minutes=2),
+    )
+    assert still.status == running.status
+    assert still.events == ()
+
+    ready = derive(
+        running.status,
+        observed(web(available=1, readyReplicas=1), web_pod(pod, "Running", ready=True)),
+        kind="KaiwoService",
+        now=NOW + timedelta(minutes=5),
+    )
+    assert ready.status == {**previous, "status": "READY", "startTime": T_NOW, "duration": 300}
+    assert ready.events == (event("WorkloadReady", "Workload is ready"),)
+
+    settled = derive(
+        ready.status,
+        observed(web(available=1, readyReplicas=1), web_pod(pod, "Running", ready=True)),
+        kind="KaiwoService",
+        now=NOW + timedelta(minutes=15),
+    )
+    assert settled.status == ready.status
+    assert settled.events == ()
+
+
+def test_a_ready_service_whose_only_pod_is_no_longer_ready_runs_and_keeps_its_start() -> None:
+    """Its readiness probe fails, its pod runs: RUNNING (it said STARTING), ``startTime``
+    kept (decision 0214)."""
+    previous = {
+        "status": "READY",
+        "startTime": T_EARLIER,
+        "duration": 0,
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    decision = derive(
+        previous,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=web(),
+            kueue_workloads=(admitted_workload(),),
+            pods=(web_pod("web-5d8f7c9b4-a1b2c", "Running"),),
+        ),
+        kind="KaiwoService",
+    )
+    assert decision.status == {**previous, "status": "RUNNING", "duration": 3600}
+    # Decision 0168's Event for a READY service that runs again.
+    assert decision.events == (
+        event(
+            "WorkloadRunning", "Workload serves with 0 of 1 replicas available; 1 not available yet"
+        ),
+    )
+
+
+def test_the_running_pods_of_a_service_are_its_deployments_own() -> None:
+    """Observed as the planner observes them (by the workload's run-id): the download Job's
+    running pod does not make the service RUNNING; the Deployment's own does (decision 0214)."""
+    download_pod = web_pod("web-download-x9z8y", "Running", controller=("Job", "web-download"))
+    own_pod = web_pod("web-5d8f7c9b4-a1b2c", "Running")
+
+    def phase(*pods: dict[str, Any]) -> WorkloadStatus | None:
+        observed = observe_children(
+            cluster=ClusterState.from_wire(objects=[web(), *pods]),
+            owner_uid="ks-uid",
+            name="web",
+            child_kind="Deployment",
+            downloads_configured=True,
+            namespace="team",
+        )
+        return child_phase(observed, previous_phase=WorkloadStatus.STARTING)
+
+    assert phase(download_pod) is WorkloadStatus.STARTING
+    assert phase(download_pod, own_pod) is WorkloadStatus.RUNNING
 
 
 def waiting_pod_workload() -> dict[str, Any]:

@@ -2,20 +2,20 @@
 
 :func:`observe_children` collects a KaiwoJob's or KaiwoService's children from the cluster
 state (they are named after it); :func:`child_phase` reads the phase of its main child: a
-batch Job, a RayJob, a Deployment, or the RayService an AppWrapper made (FAILED once the
-AppWrapper controller failed the AppWrapper for good). The status state
+batch Job, a RayJob, a Deployment (and its pods), or the RayService an AppWrapper made
+(FAILED once the AppWrapper controller failed the AppWrapper for good). The status state
 machine (:mod:`~kaiwo_planner.domain.status.workload_status`) builds on these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
-from kaiwo_contracts.gpu_workloads import controller_reference
+from kaiwo_contracts.gpu_workloads import controller_reference, deployment_of_pod
 from kaiwo_contracts.ray_service_status import ray_service_serves, ray_service_status_clusters
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
@@ -41,7 +41,8 @@ class ObservedChildren:
     ``downloads_configured`` says whether a download Job is part of the workload at all.
     ``pods`` are every pod carrying the workload's run-id (its main child's, its download
     Job's): what they say tells why the workload fails or does not start
-    (:mod:`.child_health`).
+    (:mod:`.child_health`), and whether a Ray service's cluster is up or a Deployment's pod
+    runs before any is Ready (:func:`child_phase`, decisions 0186 and 0214).
     ``earlier_kueue_workloads``: while the main child is missing, the Kueue Workloads still
     observed of an earlier child of its kind and name (deleted by someone, not yet removed
     by the garbage collector); Kueue would take one for a new child of that name (0139).
@@ -156,7 +157,7 @@ def child_phase(
     if observed.child_kind == "RayJob":
         return _ray_job_phase(child)
     if observed.child_kind == "Deployment":
-        return _deployment_phase(child)
+        return _deployment_phase(child, observed.pods)
     failure = app_wrapper_failure(child)
     if failure is not None and failure.get("reason") != COMPONENT_DELETED:
         return WorkloadStatus.FAILED
@@ -241,10 +242,12 @@ def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
     }.get(str(status.get("jobStatus") or ""), WorkloadStatus.STARTING)
 
 
-def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
+def _deployment_phase(
+    deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+) -> WorkloadStatus:
     if past_progress_deadline(deployment):
         return WorkloadStatus.ERROR
-    return deployment_serving_phase(deployment)
+    return deployment_serving_phase(deployment, pods=pods)
 
 
 def past_progress_deadline(deployment: Mapping[str, Any]) -> bool:
@@ -258,9 +261,14 @@ def past_progress_deadline(deployment: Mapping[str, Any]) -> bool:
     )
 
 
-def deployment_serving_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
+def deployment_serving_phase(
+    deployment: Mapping[str, Any], *, pods: Sequence[Mapping[str, Any]]
+) -> WorkloadStatus:
     """What a Deployment's pods do, whatever its rollout: READY when as many replicas as it
-    asks for are available, RUNNING with some, STARTING with none."""
+    asks for are available; RUNNING with some available or Ready, or with a pod of it running
+    (:func:`running_pods`: the seeds' "pods are up but may not yet be fully ready/healthy",
+    decision 0214); STARTING otherwise. ``pods``: the workload's observed pods, of which
+    only the Deployment's own count."""
     status = deployment.get("status") or {}
     # Upstream says STARTING while the Deployment controller has not observed a new spec
     # (``observedGeneration`` behind). The pods counted below still serve meanwhile, and a
@@ -271,7 +279,33 @@ def deployment_serving_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
         return WorkloadStatus.READY
     if available > 0 or int(status.get("readyReplicas") or 0) > 0:
         return WorkloadStatus.RUNNING
+    if running_pods(deployment, pods):
+        # The Deployment's counts are of Ready pods only: a server that loads a model for
+        # minutes before its readiness probe answers runs all that time (decision 0214).
+        return WorkloadStatus.RUNNING
     return WorkloadStatus.STARTING
+
+
+def running_pods(
+    deployment: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """The pods of ``deployment`` that run: made by one of its ReplicaSets
+    (:func:`~kaiwo_contracts.gpu_workloads.deployment_of_pod`, in its namespace), in phase
+    ``Running`` (bound, every container created, one running or restarting) and not being
+    deleted. What the Job controller counts of a Job's pods leaves out the same: a pod being
+    deleted and a finished one (decision 0214). A pod Kueue still gates, or that waits for a
+    node or its images, is ``Pending``."""
+    metadata = deployment.get("metadata") or {}
+    name, namespace = metadata.get("name"), metadata.get("namespace") or ""
+    return tuple(
+        pod
+        for pod in pods
+        if name
+        and deployment_of_pod(pod) == name
+        and ((pod.get("metadata") or {}).get("namespace") or "") == namespace
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") == "Running"
+    )
 
 
 def deployment_replicas(deployment: Mapping[str, Any]) -> tuple[int, int]:

@@ -14,7 +14,10 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
 * DOWNLOADING while the download Job fills the volumes; its failure is FAILED.
 * PENDING until Kueue admits the child; then STARTING, RUNNING, and COMPLETE or FAILED.
 * A KaiwoService is READY once every replica is available (Deployment) or its RayService
-  reports Ready, as the API reference defines READY; RUNNING means some pods are up.
+  reports Ready, as the API reference defines READY; RUNNING means some pods are up, not
+  yet all ready: a Deployment with a replica available or Ready, or a pod of it in phase
+  Running (decision 0214); a Ray service whose cluster is up (decision 0186). STARTING
+  until then, and ``startTime`` is set when RUNNING (or READY) is first seen.
   (Upstream no longer writes READY for services; the reference wins.)
 * ERROR is recoverable: not schedulable, or a Deployment past its progress deadline (not
   when all it waits for is Kueue's admission of new pods while others serve, decision 0168),
@@ -393,7 +396,7 @@ def _admitted_child(
     if rollout_waits_on and observed.child is not None:
         # Past its progress deadline only because its new pods wait for the quota its old
         # ones hold: what the pods do, not ERROR, and told as a wait (decision 0168).
-        phase = deployment_serving_phase(observed.child)
+        phase = deployment_serving_phase(observed.child, pods=observed.pods)
         waiting = rollout_waiting_condition(rollout_waits_on, observed, cluster_queue)
         conditions = [waiting if c.type == ADMITTED else c for c in conditions]
     return _Observation(phase, _with_health(conditions, observed, phase, previous, node_pools))
