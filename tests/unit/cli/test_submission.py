@@ -28,9 +28,12 @@ def job(**spec: Any) -> dict[str, Any]:
     }
 
 
-def test_the_config_comes_from_kaiwoconfig_else_the_home_directory(tmp_path: Path) -> None:
+def test_the_config_comes_from_kaiwoconfig_else_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
     assert config_path({"KAIWOCONFIG": str(tmp_path / "c.yaml")}) == tmp_path / "c.yaml"
-    assert config_path({}) == Path.home() / ".config" / "kaiwo" / "config.yaml"
+    assert config_path({}) == tmp_path / ".config" / "kaiwo" / "kaiwoconfig.yaml"
 
 
 def test_a_config_names_user_and_queue_and_flags_win(tmp_path: Path) -> None:
