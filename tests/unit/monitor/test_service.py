@@ -239,9 +239,9 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
         ("/kaiwo/monitor", T0, UID_TRAIN, "team-a/train"),
         ("/kaiwo/monitor", T0, UID_CHAT, "team-b/chat"),
     ]
-    assert (
-        await kit.kv.get(UID_TRAIN)
-        == b'{"belowSince": "2026-03-01T12:00:00+00:00", "idleSince": null}'
+    assert await kit.kv.get(UID_TRAIN) == (
+        b'{"belowSince": "2026-03-01T12:00:00+00:00", "belowThreshold": 0.01, '
+        b'"idleAggregation": null, "idleSince": null, "idleThreshold": null}'
     )
     assert await kit.kv.get(UID_CHAT) is None
 
@@ -295,7 +295,9 @@ async def test_a_reading_within_the_tolerance_is_judged(kit: Kit) -> None:
     await service.tick()
 
     assert service.states == {
-        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0, read_at=T0)
+        UID_TRAIN: UtilizationState(
+            workload_uid=UID_TRAIN, below_since=T0, below_threshold=0.01, read_at=T0
+        )
     }
     assert sample_value(service.metrics, "kaiwo_monitor_stale_samples") == 0
 
@@ -318,7 +320,10 @@ async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(ki
     ]
     assert service.states == {
         UID_TRAIN: UtilizationState(
-            workload_uid=UID_TRAIN, below_since=T0, read_at=T0 + timedelta(minutes=1)
+            workload_uid=UID_TRAIN,
+            below_since=T0,
+            below_threshold=0.01,
+            read_at=T0 + timedelta(minutes=1),
         )
     }
 
@@ -342,7 +347,9 @@ async def test_a_stretch_starts_anew_after_ticks_without_readings(kit: Kit) -> N
 
     again = T0 + timedelta(minutes=10)
     assert service.states == {
-        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=again, read_at=again)
+        UID_TRAIN: UtilizationState(
+            workload_uid=UID_TRAIN, below_since=again, below_threshold=0.01, read_at=again
+        )
     }
     found = [e.data for s, e in published(kit.jetstream) if s.endswith(UID_TRAIN)]
     assert [type(e).__name__ for e in found][-2:] == ["UtilizationV1", "UnderutilizedV1"]
@@ -350,7 +357,7 @@ async def test_a_stretch_starts_anew_after_ticks_without_readings(kit: Kit) -> N
     assert found[-2].underutilized_since == again
     # The bucket keeps the stretch, not when it was last read.
     assert await StateStore(kit.kv).load() == {
-        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=again)
+        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=again, below_threshold=0.01)
     }
 
 
@@ -371,6 +378,121 @@ async def test_the_monitor_decides_nothing_a_long_stretch_is_restated_each_tick(
     last = [e for s, e in published(kit.jetstream) if s.endswith(UID_TRAIN)][-1].data
     assert isinstance(last, UtilizationV1)
     assert last.underutilized_since == T0
+
+
+class CountedWrites(MemoryKeyValue):
+    """The monitor's bucket, counting what is written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    async def put(self, key: str, value: bytes) -> None:
+        self.writes += 1
+        await super().put(key, value)
+
+    async def delete(self, key: str) -> None:
+        self.writes += 1
+        await super().delete(key)
+
+
+def train_at(percent: float) -> list[GpuSample]:
+    """The train job's two GPUs, both at ``percent``."""
+    return [
+        GpuSample(namespace="team-a", pod="train-0", gpu=gpu, percent=percent, at=SEEN)
+        for gpu in ("0", "1")
+    ]
+
+
+@pytest.mark.parametrize("new_leader_each_tick", [False, True], ids=["one leader", "new leaders"])
+async def test_a_stretch_follows_threshold_changes_alike_for_one_leader_and_new_ones(
+    kit: Kit, new_leader_each_tick: bool
+) -> None:
+    """Decision 0213: a raised threshold keeps the stretch, a lowered one starts it anew at
+    the first reading below it; a new leader, which knows only the bucket, judges every tick
+    as the one leader does. The bucket is written when the stretch or its threshold
+    changes, not while it is settled."""
+    kit.scraper.clock = kit.clock
+    bucket = CountedWrites()
+    every_minute = settings(monitor_polling_interval_seconds=60)
+    service = kit.service(kv=bucket, settings=every_minute)
+    subject = f"kaiwo.mon.utilization.team-a.{UID_TRAIN}"
+
+    async def tick(minute: int, threshold: float, percent: float) -> tuple[object, object]:
+        nonlocal service
+        kit.clock.now = T0 + timedelta(minutes=minute)
+        kit.cluster.put(
+            resources.KAIWO_CONFIG, kaiwo_config({"lowUtilizationThreshold": threshold})
+        )
+        kit.scraper.samples = train_at(percent)
+        if new_leader_each_tick:
+            service = kit.service(kv=bucket, settings=every_minute)
+            await service.load_states()
+        await service.tick()
+        last = [e.data for s, e in published(kit.jetstream) if s == subject][-1]
+        assert isinstance(last, UtilizationV1)
+        return last.underutilized_since, last.low_utilization_threshold_ratio
+
+    t3 = T0 + timedelta(minutes=3)
+    assert await tick(0, 20, 5.0) == (T0, 0.2)  # below 20 % since T0
+    assert await tick(1, 20, 5.0) == (T0, 0.2)
+    assert await tick(2, 50, 40.0) == (T0, 0.5)  # raised: below 50 % since T0 too
+    assert await tick(3, 20, 10.0) == (t3, 0.2)  # lowered: 40 % was not below 20 %
+    assert await tick(4, 20, 10.0) == (t3, 0.2)
+    assert await tick(5, 10, 10.0) == (None, 0.1)  # lowered under the reading: ended
+
+    announced = [e.data for s, e in published(kit.jetstream) if "underutilized" in s]
+    assert [e.idle_since for e in announced if isinstance(e, UnderutilizedV1)] == [T0, t3]
+    assert bucket.writes == 4  # opened, raised, started anew, ended
+    assert await bucket.get(UID_TRAIN) is None
+
+
+@pytest.mark.parametrize("new_leader_each_tick", [False, True], ids=["one leader", "new leaders"])
+async def test_an_idle_stretch_starts_anew_under_a_lowered_idle_threshold_for_any_leader(
+    kit: Kit, new_leader_each_tick: bool
+) -> None:
+    """Decision 0213, GPU idle preemption: the namespace's idle threshold lowered from 50 %
+    to 20 % starts the idle stretch anew at the first reading below 20 %, under a new
+    leader as under the one that saw the stretch begin."""
+    job = kit.cluster.put(
+        resources.KAIWO_JOB,
+        {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "metadata": {"name": "train", "namespace": "team-a"},
+            "spec": {"image": "busybox"},
+        },
+    )
+    uid = job["metadata"]["uid"]
+    kit.cluster.put(
+        resources.POD,
+        workload_pod("train-0", TRAIN.model_copy(update={"uid": uid}), gpus=2, workload_type="job"),
+    )
+    kit.scraper.clock = kit.clock
+    every_minute = settings(monitor_polling_interval_seconds=60)
+    service = kit.service(settings=every_minute)
+
+    async def tick(minute: int, threshold: str, percent: float) -> tuple[object, object]:
+        nonlocal service
+        kit.clock.now = T0 + timedelta(minutes=minute)
+        annotation = {"kaiwo.silogen.ai/gpu-preemption.threshold": threshold}
+        kit.cluster.put(
+            resources.NAMESPACE, {"metadata": {"name": "team-a", "annotations": annotation}}
+        )
+        kit.scraper.samples = train_at(percent)
+        if new_leader_each_tick:
+            service = kit.service(settings=every_minute)
+            await service.load_states()
+        await service.tick()
+        last = [e.data for s, e in published(kit.jetstream) if s.endswith(uid)][-1]
+        assert isinstance(last, UtilizationV1)
+        return last.idle_since, last.idle_threshold_ratio
+
+    t2 = T0 + timedelta(minutes=2)
+    assert await tick(0, "50", 30.0) == (T0, 0.5)
+    assert await tick(1, "50", 10.0) == (T0, 0.5)
+    assert await tick(2, "20", 10.0) == (t2, 0.2)  # not since T0: 30 % is not below 20 %
+    assert await tick(3, "20", 10.0) == (t2, 0.2)
 
 
 async def test_an_opted_in_workload_carries_its_resolved_idle_settings(kit: Kit) -> None:
@@ -673,18 +795,38 @@ async def test_a_disabled_monitor_idles_until_stopped(kit: Kit) -> None:
 
 
 def test_states_round_trip_through_json() -> None:
-    state = UtilizationState(workload_uid=UID_TRAIN, below_since=T0, idle_since=T0)
+    state = UtilizationState(
+        workload_uid=UID_TRAIN,
+        below_since=T0,
+        below_threshold=0.2,
+        idle_since=T0,
+        idle_threshold=0.05,
+        idle_aggregation="Avg",
+    )
     encoded = encode_state(state)
     assert encoded == (
-        b'{"belowSince": "2026-03-01T12:00:00+00:00", "idleSince": "2026-03-01T12:00:00+00:00"}'
+        b'{"belowSince": "2026-03-01T12:00:00+00:00", "belowThreshold": 0.2, '
+        b'"idleAggregation": "Avg", "idleSince": "2026-03-01T12:00:00+00:00", '
+        b'"idleThreshold": 0.05}'
     )
     assert decode_state(UID_TRAIN, encoded) == state
+
+
+def test_a_state_an_older_monitor_wrote_has_no_thresholds() -> None:
+    """Decision 0213: its stretches are taken as judged against the thresholds in force."""
+    older = b'{"belowSince": "2026-03-01T12:00:00+00:00", "idleSince": null}'
+    assert decode_state(UID_TRAIN, older) == UtilizationState(
+        workload_uid=UID_TRAIN, below_since=T0
+    )
 
 
 async def test_unreadable_states_are_skipped() -> None:
     kv = MemoryKeyValue()
     await kv.put("broken", b"not json")
     await kv.put("naive", b'{"belowSince": "2026-03-01T12:00:00"}')
+    await kv.put("wordy", b'{"belowSince": "2026-03-01T12:00:00Z", "belowThreshold": "low"}')
+    await kv.put("flipped", b'{"idleSince": "2026-03-01T12:00:00Z", "idleThreshold": true}')
+    await kv.put("median", b'{"idleSince": "2026-03-01T12:00:00Z", "idleAggregation": "P50"}')
     await kv.put(UID_TRAIN, encode_state(UtilizationState(workload_uid=UID_TRAIN, below_since=T0)))
     assert await StateStore(kv).load() == {
         UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from kaiwo_monitor.domain.utilization import (
 )
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
 SEEN = datetime(2026, 3, 1, 11, 59, 50, tzinfo=UTC)
 UID_A = "00000000-0000-4000-8000-00000000000a"
 UID_B = "00000000-0000-4000-8000-00000000000b"
@@ -260,7 +262,9 @@ def test_falling_below_the_threshold_opens_a_stretch() -> None:
     assert finding.threshold_ratio == pytest.approx(0.01)
     assert finding.utilization.percent == pytest.approx(0.5)
     assert result.states == {
-        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, read_at=NOW)
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=NOW, below_threshold=0.01, read_at=NOW
+        )
     }
     (judgment,) = result.judgments
     assert (judgment.underutilized_since, judgment.idle) == (NOW, None)
@@ -268,11 +272,15 @@ def test_falling_below_the_threshold_opens_a_stretch() -> None:
 
 def test_staying_below_keeps_the_start_and_reports_nothing_new() -> None:
     since = NOW - timedelta(hours=1)
-    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
+    previous = {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, below_threshold=0.01)
+    }
     result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
     assert result.underutilized == ()
     assert result.states == {
-        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, read_at=NOW)
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=since, below_threshold=0.01, read_at=NOW
+        )
     }
 
 
@@ -298,7 +306,15 @@ def test_a_reading_after_a_gap_starts_both_stretches_anew() -> None:
 
     broken = after(timedelta(minutes=10))
     assert broken.states == {
-        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, idle_since=NOW, read_at=NOW)
+        UID_A: UtilizationState(
+            workload_uid=UID_A,
+            below_since=NOW,
+            below_threshold=0.01,
+            idle_since=NOW,
+            idle_threshold=0.5,
+            idle_aggregation="Max",
+            read_at=NOW,
+        )
     }
     (judgment,) = broken.judgments
     assert judgment.idle is not None
@@ -309,7 +325,13 @@ def test_a_reading_after_a_gap_starts_both_stretches_anew() -> None:
     kept = after(timedelta(minutes=1))
     assert kept.states == {
         UID_A: UtilizationState(
-            workload_uid=UID_A, below_since=since, idle_since=since, read_at=NOW
+            workload_uid=UID_A,
+            below_since=since,
+            below_threshold=0.01,
+            idle_since=since,
+            idle_threshold=0.5,
+            idle_aggregation="Max",
+            read_at=NOW,
         )
     }
     assert kept.underutilized == ()
@@ -351,6 +373,140 @@ def test_pending_pods_keep_the_stretch_and_a_workload_without_pods_loses_it() ->
     assert result.states == {UID_A: previous[UID_A]}
 
 
+def test_a_lowered_threshold_starts_the_stretch_anew_at_the_first_reading_below_it() -> None:
+    """Decision 0213, as reproduced: 23 h at 40 % under a threshold of 50 %, then the
+    threshold set to 20 % and a reading of 5 %: the stretch is below 20 % since this reading,
+    not since 23 h ago (the planner terminated it an hour later, "below 20% since T0")."""
+    t0 = NOW - timedelta(hours=23)
+    previous = {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=t0, below_threshold=0.5, read_at=NOW - SECOND
+        )
+    }
+    twenty = MonitoringPolicy(threshold_percent=20.0)
+
+    result = run([a_pod("train-0")], [reading("train-0", "0", 5.0)], states=previous, policy=twenty)
+
+    assert result.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=NOW, below_threshold=0.2, read_at=NOW
+        )
+    }
+    (judgment,) = result.judgments
+    assert (judgment.threshold_ratio, judgment.underutilized_since) == (0.2, NOW)
+    (finding,) = result.underutilized  # a new stretch, announced
+    assert (finding.since, finding.threshold_ratio) == (NOW, 0.2)
+
+    # 40 % is not below 20 %: the lowered threshold ends the stretch.
+    busy = run([a_pod("train-0")], [reading("train-0", "0", 40.0)], states=previous, policy=twenty)
+    assert busy.states == {}
+    assert busy.judgments[0].underutilized_since is None
+
+    # No reading meanwhile: a stretch below 50 % is no stretch below 20 %, so none is kept
+    # (the first reading below 20 % opens one, as above).
+    unread = run([a_pod("train-0")], [], states=previous, policy=twenty)
+    assert unread.states == {}
+    assert unread.judgments[0].underutilized_since is None
+    assert unread.underutilized == ()
+
+
+def test_a_raised_threshold_keeps_the_stretch_and_holds_it_to_the_new_one() -> None:
+    """Below 20 % since t0 is below 50 % since t0 too; from then on the stretch is below
+    50 %, so lowering the threshold back to 20 % starts it anew."""
+    t0 = NOW - timedelta(hours=5)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=t0, below_threshold=0.2)}
+    fifty = MonitoringPolicy(threshold_percent=50.0)
+
+    raised = run([a_pod("train-0")], [reading("train-0", "0", 40.0)], states=previous, policy=fifty)
+
+    assert raised.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=t0, below_threshold=0.5, read_at=NOW
+        )
+    }
+    assert raised.judgments[0].underutilized_since == t0
+    assert raised.underutilized == ()
+
+    later = NOW + timedelta(minutes=1)
+    lowered = run(
+        [a_pod("train-0")],
+        [reading("train-0", "0", 10.0, at=later)],
+        states=dict(raised.states),
+        policy=MonitoringPolicy(threshold_percent=20.0),
+        now=later,
+    )
+    assert lowered.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=later, below_threshold=0.2, read_at=later
+        )
+    }
+    assert [f.since for f in lowered.underutilized] == [later]
+
+
+def test_a_stretch_an_older_monitor_kept_is_taken_as_judged_against_the_threshold_in_force() -> (
+    None
+):
+    """Its bucket value has no threshold (decision 0213): kept, and from now on held to the
+    threshold in force."""
+    t0 = NOW - timedelta(hours=5)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=t0)}
+    result = run(
+        [a_pod("train-0")],
+        [reading("train-0", "0", 5.0)],
+        states=previous,
+        policy=MonitoringPolicy(threshold_percent=20.0),
+    )
+    assert result.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=t0, below_threshold=0.2, read_at=NOW
+        )
+    }
+    assert result.underutilized == ()
+
+
+def test_a_namespace_left_out_of_the_targets_ends_the_stretch_even_unread() -> None:
+    """Decision 0213: a workload no longer monitored has no underutilized stretch, even
+    when it is not read (opted in to idle preemption, it is still judged for idleness); so
+    when its namespace is monitored again, its stretch starts at its first reading below."""
+    t0 = NOW - timedelta(hours=5)
+    previous = {
+        UID_A: UtilizationState(
+            workload_uid=UID_A,
+            below_since=t0,
+            below_threshold=0.01,
+            idle_since=t0,
+            idle_threshold=0.2,
+            idle_aggregation="Max",
+        )
+    }
+    elsewhere = MonitoringPolicy(target_namespaces=frozenset({"team-b"}))
+    narrowed = assess(
+        pods=[a_pod("train-0")],
+        samples=[],
+        states=previous,
+        policy=elsewhere,
+        now=NOW,
+        preemption={UID_A: ALWAYS_MAX},
+    )
+    assert narrowed.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, idle_since=t0, idle_threshold=0.2, idle_aggregation="Max"
+        )
+    }
+
+    later = NOW + timedelta(minutes=1)
+    widened = assess(
+        pods=[a_pod("train-0")],
+        samples=[reading("train-0", "0", 0.0, at=later)],
+        states=dict(narrowed.states),
+        policy=DEFAULT,
+        now=later,
+        preemption={UID_A: ALWAYS_MAX},
+    )
+    assert widened.judgments[0].underutilized_since == later
+    assert [f.since for f in widened.underutilized] == [later]
+
+
 # ------------------------------------------------------------------ GPU idle (opted in)
 
 ALWAYS_MAX = GpuPreemptionSettings(threshold_percent=20.0, policy="Always", aggregation="Max")
@@ -390,7 +546,13 @@ def test_min_aggregation_makes_the_same_workload_idle_since_now() -> None:
     assert judgment.idle is not None
     assert (judgment.idle.percent, judgment.idle.since) == (pytest.approx(5.0), NOW)
     assert result.states == {
-        UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW, read_at=NOW)
+        UID_A: UtilizationState(
+            workload_uid=UID_A,
+            idle_since=NOW,
+            idle_threshold=0.2,
+            idle_aggregation="Min",
+            read_at=NOW,
+        )
     }
 
 
@@ -426,6 +588,62 @@ def test_no_readings_keep_the_idle_stretch_as_it_was() -> None:
     assert judgment.idle is not None
     assert (judgment.idle.percent, judgment.idle.since) == (None, since)
     assert result.states == previous
+
+
+def test_a_lowered_idle_threshold_or_a_stricter_aggregation_starts_the_idle_stretch_anew() -> None:
+    """Decision 0213: idle under Max below 50 % since s is not idle below 20 %; idle under
+    Max is idle under Avg and Min (kept), idle under Min is not idle under Max (anew)."""
+    since = NOW - timedelta(minutes=8)
+    pods = [a_pod("train-0"), a_pod("train-1")]
+    samples = [reading("train-0", "0", 5.0), reading("train-1", "0", 10.0)]
+    before = UtilizationState(
+        workload_uid=UID_A, idle_since=since, idle_threshold=0.5, idle_aggregation="Max"
+    )
+
+    def idle_since(settings: GpuPreemptionSettings, state: UtilizationState = before) -> object:
+        result = assess(
+            pods=pods,
+            samples=samples,
+            states={UID_A: state},
+            policy=MonitoringPolicy(threshold_percent=0.0),  # no underutilized stretch
+            now=NOW,
+            preemption={UID_A: settings},
+        )
+        (judgment,) = result.judgments
+        assert judgment.idle is not None
+        state_after = result.states[UID_A]
+        assert state_after.idle_since == judgment.idle.since
+        assert (state_after.idle_threshold, state_after.idle_aggregation) == (
+            settings.threshold_ratio,
+            settings.aggregation,
+        )
+        return judgment.idle.since
+
+    assert idle_since(GpuPreemptionSettings(threshold_percent=50.0, aggregation="Max")) == since
+    assert idle_since(GpuPreemptionSettings(threshold_percent=80.0, aggregation="Max")) == since
+    assert idle_since(GpuPreemptionSettings(threshold_percent=20.0, aggregation="Max")) == NOW
+    assert idle_since(GpuPreemptionSettings(threshold_percent=50.0, aggregation="Avg")) == since
+    assert idle_since(GpuPreemptionSettings(threshold_percent=50.0, aggregation="Min")) == since
+    under_min = replace(before, idle_aggregation="Min")
+    max_50 = GpuPreemptionSettings(threshold_percent=50.0, aggregation="Max")
+    assert idle_since(max_50, under_min) == NOW
+    assert (
+        idle_since(GpuPreemptionSettings(threshold_percent=50.0, aggregation="Avg"), under_min)
+        == NOW
+    )
+
+
+def test_a_workload_no_longer_opted_in_loses_its_idle_stretch() -> None:
+    """Time nobody judged for idleness is no idle time: opted in again later, the workload
+    is idle from its first idle reading then, not from before it opted out."""
+    since = NOW - timedelta(minutes=8)
+    previous = {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, idle_since=since, idle_threshold=0.2, idle_aggregation="Max"
+        )
+    }
+    result = run([a_pod("train-0")], [reading("train-0", "0", 50.0)], states=previous)
+    assert result.states == {}
 
 
 # ------------------------------------------------------------------ the policy

@@ -3013,6 +3013,128 @@ def test_underutilization_counts_only_below_the_configs_threshold_where_it_monit
     assert all(c["type"] != "ResourceUnderutilization" for c in kept.status["conditions"])
 
 
+def plan_of(owner: dict[str, Any], cluster: ClusterState, now: datetime) -> Plan:
+    plan = planned(owner=owner, cluster=cluster, now=now)
+    assert plan is not None and plan.status is not None
+    return plan
+
+
+def with_monitoring(**settings: Any) -> dict[str, Any]:
+    """The KaiwoConfig of ``TERMINATE_AFTER_1H`` with other ``resourceMonitoring`` settings."""
+    spec = TERMINATE_AFTER_1H["spec"]
+    assert isinstance(spec, dict)
+    monitoring = {**spec["resourceMonitoring"], **settings}
+    return {**TERMINATE_AFTER_1H, "spec": {"resourceMonitoring": monitoring}}
+
+
+def test_a_namespace_no_longer_monitored_has_its_condition_withdrawn_and_kept_withdrawn(
+    cluster_with: Callable[..., ClusterState],
+) -> None:
+    """Decision 0213: ``targetNamespaces`` narrowed at runtime. The True condition becomes
+    False, reason ``NamespaceNotMonitored``, whatever the findings say (it stayed True for
+    good); the workload is not terminated; the next plans write nothing new; a workload that
+    never had the condition gets none."""
+
+    def running(owner: dict[str, Any], config: dict[str, Any]) -> ClusterState:
+        return cluster_with(owner, running_job(owner), config, workloads=(admitted("job-uid-job"),))
+
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    day = NOW - timedelta(hours=24)
+    earlier = NOW - timedelta(minutes=10)
+    low = plan_of(
+        owner,
+        with_findings(
+            running(owner, TERMINATE_AFTER_1H),
+            finding(at=earlier, underutilized_since=earlier - timedelta(minutes=5)),
+        ),
+        earlier,
+    )
+    flagged_since = condition(low, "ResourceUnderutilization")
+    assert (flagged_since["status"], flagged_since["lastTransitionTime"]) == (
+        "True",
+        "2026-01-01T11:50:00Z",
+    )
+    assert low.status is not None
+    flagged = kaiwo_job(TRAIN_SPEC, status=low.status)
+
+    narrowed = with_monitoring(targetNamespaces=["team-b"])
+    cluster = running(flagged, narrowed)
+    withdrawn = {
+        "type": "ResourceUnderutilization",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "NamespaceNotMonitored",
+        "message": "Namespace team-a is not monitored (KaiwoConfig "
+        "spec.resourceMonitoring.targetNamespaces): GPU utilization is not judged",
+    }
+    findings = {
+        "a 24 h stretch, due for termination": finding(underutilized_since=day),
+        "busy again": finding(),
+        "no reading": finding(measured=False),
+    }
+    for what, found in findings.items():
+        plan = plan_of(flagged, with_findings(cluster, found), NOW)
+        assert plan.status is not None and plan.status["status"] == "RUNNING", what
+        assert condition(plan, "ResourceUnderutilization") == withdrawn, what
+        assert [e for e in plan.events if e.reason == "GpuUtilizationLow"] == [], what
+    # The monitor publishes nothing for it any more: withdrawn all the same.
+    unread = plan_of(flagged, cluster, NOW)
+    assert condition(unread, "ResourceUnderutilization") == withdrawn
+
+    # Withdrawn once: the next plan, an hour later, writes the same status (no write).
+    assert unread.status is not None
+    settled = kaiwo_job(TRAIN_SPEC, status=unread.status)
+    later = NOW + timedelta(hours=1)
+    again = plan_of(settled, with_findings(running(settled, narrowed), finding(at=later)), later)
+    assert again.status == unread.status
+
+    # A workload of that namespace that never had the condition gets none.
+    plain = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    quiet = plan_of(
+        plain, with_findings(running(plain, narrowed), finding(underutilized_since=day)), NOW
+    )
+    assert quiet.status is not None
+    assert "ResourceUnderutilization" not in {c["type"] for c in quiet.status["conditions"]}
+
+    # Monitored again: the readings decide once more.
+    back = plan_of(
+        settled, with_findings(running(settled, TERMINATE_AFTER_1H), finding(at=later)), later
+    )
+    normal = condition(back, "ResourceUnderutilization")
+    assert (normal["status"], normal["reason"]) == ("False", "GpuUtilizationNormal")
+
+
+def test_a_stretch_the_monitor_started_anew_under_a_lowered_threshold_is_not_due(
+    cluster_with: Callable[..., ClusterState],
+) -> None:
+    """Decision 0213, the planner's side: after 23 h at 40 % under a threshold of 50 %, the
+    threshold set to 20 % and an hour at 5 %, the monitor says "below 20 % since" the first
+    reading below it. The planner names that start and terminates nothing; the same
+    stretch after 24 h below 20 % is due. A finding still judged against 50 % decides
+    nothing."""
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    twenty = with_monitoring(lowUtilizationThreshold=20, terminateUnderutilizedAfter="24h")
+    cluster = cluster_with(owner, running_job(owner), twenty, workloads=(admitted("job-uid-job"),))
+    lowered_at = NOW - timedelta(hours=1)
+    restarted = finding(underutilized_since=lowered_at, threshold=0.2, reading=0.05)
+    plan = plan_of(owner, with_findings(cluster, restarted), NOW)
+    assert plan.status is not None and plan.status["status"] == "RUNNING"
+    assert condition(plan, "ResourceUnderutilization")["message"] == (
+        "GPU utilization has been below 20% of the 4 requested GPU(s) since 2026-01-01T11:00:00Z"
+    )
+    # The monitor has not read the new threshold yet: below 50 % says nothing of 20 %.
+    older_measure = finding(
+        underutilized_since=NOW - timedelta(hours=24), threshold=0.5, reading=0.05
+    )
+    waiting = plan_of(owner, with_findings(cluster, older_measure), NOW)
+    assert waiting.status is not None and waiting.status["status"] == "RUNNING"
+    day_later = lowered_at + timedelta(hours=24)
+    evidence = finding(at=day_later, underutilized_since=lowered_at, threshold=0.2, reading=0.05)
+    due = plan_of(owner, with_findings(cluster, evidence), day_later)
+    assert due.status is not None and due.status["status"] == "TERMINATING"
+
+
 def test_a_stretch_that_ends_is_news_and_a_settled_busy_workload_is_not() -> None:
     low = finding(underutilized_since=NOW - timedelta(minutes=5))
     busy = finding(at=NOW + timedelta(minutes=1))

@@ -27,11 +27,23 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   condition, termination after ``terminateUnderutilizedAfter``, preemption after the grace
   period) is the planner's, from the ``UtilizationV1`` published every tick.
   An unknown utilization (no readings, all pods pending) neither ends nor extends a stretch:
-  the state is kept as it was. **A gap is no part of a stretch** (decision 0173): when the
-  first reading after more than ``gap`` without one is below the threshold, the stretch
-  starts anew at it, so a workload is never counted idle (toward its grace period, or
-  ``terminateUnderutilizedAfter``) for the time nobody could read it. A missed scrape or two
-  (``gap`` is a few polling intervals) does not break a stretch.
+  the state is kept as it was (unless a threshold changed so that it no longer holds, below).
+  **A gap is no part of a stretch** (decision 0173): when the first reading after more than
+  ``gap`` without one is below the threshold, the stretch starts anew at it, so a workload
+  is never counted idle (toward its grace period, or ``terminateUnderutilizedAfter``) for
+  the time nobody could read it. A missed scrape or two (``gap`` is a few polling
+  intervals) does not break a stretch.
+* **A stretch is "below threshold T since S"** (decision 0213): the state keeps the measure
+  it was last judged against (the threshold; for idleness the aggregation too). Thresholds
+  can be changed at runtime (the KaiwoConfig, the annotations). When the threshold in force
+  is lowered, time below the old one is no time below the new one: the stretch starts anew
+  at the first reading below the new threshold. When it is raised, the old stretch is below
+  the new threshold too and keeps its start (and is from then on below the new one). Idle
+  under ``Max`` (every pod) is idle under ``Avg`` and under ``Min``, not the other way round:
+  an aggregation made stricter starts the idle stretch anew as well. A reading that is
+  unknown meanwhile keeps no stretch that no longer holds. A workload no longer monitored
+  (``targetNamespaces``) has no underutilized stretch, one no longer opted in to idle
+  preemption no idle stretch: time nobody judged is no part of one.
 
 State in, state out: :func:`assess` takes the previous :class:`UtilizationState` per
 workload uid and returns the next ones; only workloads with something to remember (an open
@@ -60,6 +72,9 @@ PROFILE_RESOURCES: Final[Mapping[str, Callable[[MonitoredPod], bool]]] = {
     "gpu": lambda pod: pod.requested_gpus > 0,
 }
 """What each ``resourceMonitoring.profile`` monitors: whether a pod uses that resource."""
+STRICTNESS: Final[Mapping[Aggregation, int]] = {"Min": 0, "Avg": 1, "Max": 2}
+"""Idle under an aggregation implies idle under every less strict one: the busiest pod below
+a threshold (``Max``) puts the average below it, and the average the least used pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +126,16 @@ class UtilizationState:
     workload_uid: str
     below_since: datetime | None = None
     """Start of the current underutilized stretch; None when there is none."""
+    below_threshold: float | None = None
+    """The threshold (a ratio) the underutilized stretch was last judged against: the
+    stretch is below it since ``below_since``. None without a stretch, or when an older
+    monitor kept the stretch (then taken as judged against the threshold in force)."""
     idle_since: datetime | None = None
     """Start of the current GPU-idle stretch (preemption settings); None when there is none."""
+    idle_threshold: float | None = None
+    idle_aggregation: Aggregation | None = None
+    """The idle threshold (a ratio) and aggregation the idle stretch was last judged with;
+    None as for ``below_threshold``."""
     read_at: datetime | None = None
     """The last tick with a reading that kept a stretch open (None: not known, kept by an
     older monitor): a reading after more than ``gap`` starts the stretches anew."""
@@ -239,8 +262,7 @@ def assess(
                 utilization, previous, policy=policy, now=now, monitored=monitored
             )
             idle = _judge_idle(utilization, previous, opted_in.get(uid), now=now)
-            if idle is not None:
-                state = replace(state, idle_since=idle.since)
+            state = _with_idle(state, idle)
             judgments.append(
                 Judgment(
                     utilization=utilization,
@@ -275,19 +297,35 @@ def judge(
     monitored: bool = True,
 ) -> tuple[UtilizationState, Underutilization | None]:
     """The next state of one workload, and whether it just became underutilized."""
-    if utilization.percent is None:
-        return previous, None
-    if not monitored or utilization.percent >= policy.threshold_percent:
-        return replace(previous, below_since=None), None
-    since = previous.below_since or now
-    finding = (
-        Underutilization(
-            utilization=utilization, since=since, threshold_ratio=policy.threshold_ratio
-        )
-        if previous.below_since is None
-        else None
+    ended = replace(previous, below_since=None, below_threshold=None)
+    if not monitored:  # time not judged is no part of a stretch
+        return ended, None
+    threshold = policy.threshold_ratio
+    kept = previous.below_since if still_below(previous.below_threshold, threshold) else None
+    if utilization.percent is None:  # unknown: a stretch that still holds is kept as it was
+        return (previous if kept is not None else ended), None
+    if utilization.percent >= policy.threshold_percent:
+        return ended, None
+    state = replace(previous, below_since=kept or now, below_threshold=threshold)
+    if kept is not None:
+        return state, None
+    finding = Underutilization(utilization=utilization, since=now, threshold_ratio=threshold)
+    return state, finding
+
+
+def still_below(judged_against: float | None, threshold: float) -> bool:
+    """Whether a stretch below ``judged_against`` is below ``threshold`` too: the threshold
+    in force was not lowered. Unknown (a stretch an older monitor kept): taken as it is."""
+    return judged_against is None or threshold >= judged_against
+
+
+def still_idle(previous: UtilizationState, settings: GpuPreemptionSettings) -> bool:
+    """Whether the idle stretch of ``previous`` is an idle stretch under ``settings`` too: its
+    threshold was not lowered and its aggregation not made stricter (module docstring)."""
+    aggregation = previous.idle_aggregation
+    return still_below(previous.idle_threshold, settings.threshold_ratio) and (
+        aggregation is None or STRICTNESS[settings.aggregation] <= STRICTNESS[aggregation]
     )
-    return replace(previous, below_since=since), finding
 
 
 def _judge_idle(
@@ -300,11 +338,28 @@ def _judge_idle(
     if settings is None:
         return None
     percent = utilization.aggregated(settings.aggregation)
-    if percent is None:  # no readings: the stretch stays as it was
-        return IdleJudgment(settings=settings, percent=None, since=previous.idle_since)
+    kept = previous.idle_since if still_idle(previous, settings) else None
+    if percent is None:  # no readings: a stretch that still holds stays as it was
+        return IdleJudgment(settings=settings, percent=None, since=kept)
     if percent >= settings.threshold_percent:
         return IdleJudgment(settings=settings, percent=percent, since=None)
-    return IdleJudgment(settings=settings, percent=percent, since=previous.idle_since or now)
+    return IdleJudgment(settings=settings, percent=percent, since=kept or now)
+
+
+def _with_idle(state: UtilizationState, idle: IdleJudgment | None) -> UtilizationState:
+    """``state`` with the idle stretch ``idle`` found: none when the workload is not opted in
+    (any more) or is not idle, as it was without readings, else the stretch and what it was
+    judged with."""
+    if idle is None or idle.since is None:
+        return replace(state, idle_since=None, idle_threshold=None, idle_aggregation=None)
+    if idle.percent is None:
+        return state
+    return replace(
+        state,
+        idle_since=idle.since,
+        idle_threshold=idle.settings.threshold_ratio,
+        idle_aggregation=idle.settings.aggregation,
+    )
 
 
 @dataclass(slots=True)

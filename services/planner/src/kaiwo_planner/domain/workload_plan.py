@@ -336,7 +336,7 @@ def plan_workload(
         extra_conditions=(
             *_child_conditions(children),
             *_finding_conditions(
-                cluster.findings.get(uid), config.spec.resource_monitoring, namespace
+                cluster.findings.get(uid), config.spec.resource_monitoring, namespace, previous
             ),
             *_gpu_idle_conditions(workload, previous, context=context, now=now),
         ),
@@ -468,9 +468,12 @@ def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> D
 
 
 def _finding_conditions(
-    finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
+    finding: WorkloadFinding | None,
+    monitoring: KaiwoResourceMonitoringConfig,
+    namespace: str,
+    previous: Mapping[str, Any],
 ) -> tuple[ConditionSpec, ...]:
-    condition = underutilization_condition(finding, monitoring, namespace)
+    condition = underutilization_condition(finding, monitoring, namespace, previous_status=previous)
     return () if condition is None else (condition,)
 
 

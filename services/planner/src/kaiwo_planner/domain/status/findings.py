@@ -4,7 +4,7 @@ termination of workloads that stay underutilized.
 The monitor publishes one ``UtilizationV1`` per workload and tick; the planner keeps the
 latest per workload uid (:class:`WorkloadFinding`, in the projection, replayed from the
 recorded ``KAIWO_MON`` stream like observations). Everything here is a pure function of the
-finding, the KaiwoConfig, the workload's namespace and ``now``.
+finding, the KaiwoConfig, the workload's namespace, its last written status and ``now``.
 
 **A finding is a measurement, not an order** (decision 0038). It contributes readings: the
 utilization, the time of the reading and since when a stretch has lasted. Whether the
@@ -13,14 +13,19 @@ are the planner's, from the KaiwoConfig it observes. A stretch counts only when 
 is below the planner's threshold and the monitor judged it against a threshold no higher
 than the planner's (below that one since then, so below the planner's as well); a finding
 that says otherwise (forged, or from a monitor with another configuration) decides nothing.
+The monitor starts a stretch anew when the threshold is lowered (decision 0213), so "judged
+against T since S" means below T since S.
 
 * **The condition** (upstream §12): ``ResourceUnderutilization`` True, reason
   ``GpuUtilizationLow``, while the finding has an open underutilized stretch that counts;
   False, reason ``GpuUtilizationNormal``, once a reading at or above the threshold ends it. A
-  finding without a reading (no data), a stretch that does not count and a workload whose
-  namespace is not monitored leave the condition as it is. The message names the threshold
-  and the stretch's start, never the reading itself, so a settled workload's status does not
-  change tick after tick.
+  finding without a reading (no data) and a stretch that does not count leave the condition
+  as it is. The message names the threshold and the stretch's start, never the reading
+  itself, so a settled workload's status does not change tick after tick.
+* **A workload whose namespace is not monitored** (``targetNamespaces`` narrowed at runtime)
+  is not judged: a condition it has is withdrawn, False with reason ``NamespaceNotMonitored``
+  (decision 0213), whatever the findings say; a workload that never had the condition gets
+  none (no status write). It is never terminated for underutilization.
 * **Termination** when ``terminateUnderutilized`` is on and the *evidence* covers
   ``terminateUnderutilizedAfter``: the reading that last confirmed the stretch is at least
   that long after its start. Only evidence counts, not the clock alone: a monitor that stops
@@ -31,19 +36,21 @@ that says otherwise (forged, or from a monitor with another configuration) decid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 
 from kaiwo_planner.domain.state.durations import parse_duration
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.conditions import ConditionSpec
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
 REASON_LOW: Final = "GpuUtilizationLow"
 REASON_NORMAL: Final = "GpuUtilizationNormal"
+REASON_NOT_MONITORED: Final = "NamespaceNotMonitored"
 EXCLUDED_BY_DEFAULT: Final = frozenset({"kube-system"})
 """Not monitored when ``targetNamespaces`` is empty (the API reference; the monitor's rule)."""
 
@@ -76,10 +83,19 @@ def underutilized_since(
 
 
 def underutilization_condition(
-    finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
+    finding: WorkloadFinding | None,
+    monitoring: KaiwoResourceMonitoringConfig,
+    namespace: str,
+    *,
+    previous_status: Mapping[str, Any],
 ) -> ConditionSpec | None:
-    """``ResourceUnderutilization`` as the readings show it; None: leave the condition as is."""
-    if finding is None or not finding.measured or not monitored(monitoring, namespace):
+    """``ResourceUnderutilization`` as the readings show it; None: leave the condition as is.
+
+    ``previous_status``: the workload's status as last written, for a workload no longer
+    monitored (module docstring)."""
+    if not monitored(monitoring, namespace):
+        return _not_monitored(previous_status, namespace)
+    if finding is None or not finding.measured:
         return None
     threshold = threshold_ratio(monitoring)
     if finding.utilization_ratio is not None and finding.utilization_ratio >= threshold:
@@ -98,6 +114,20 @@ def underutilization_condition(
         REASON_LOW,
         f"GPU utilization has been below {_percent(threshold)} of the {finding.gpu_count} "
         f"requested GPU(s) since {_text(since)}",
+    )
+
+
+def _not_monitored(previous_status: Mapping[str, Any], namespace: str) -> ConditionSpec | None:
+    """The condition withdrawn from a workload of a namespace not monitored; None when it has
+    none (nothing to withdraw, nothing to write)."""
+    if condition_of(previous_status, RESOURCE_UNDERUTILIZATION) is None:
+        return None
+    return ConditionSpec(
+        RESOURCE_UNDERUTILIZATION,
+        "False",
+        REASON_NOT_MONITORED,
+        f"Namespace {namespace} is not monitored (KaiwoConfig "
+        "spec.resourceMonitoring.targetNamespaces): GPU utilization is not judged",
     )
 
 
