@@ -18,8 +18,11 @@ from pathlib import Path
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
+from kaiwo_cli.commands.nats import _provision
 from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.identity_names import LEASE_BUCKET, STATE_BUCKETS
 from kaiwo_contracts.events.permissions import (
     ADMIN,
     CLI,
@@ -56,7 +59,7 @@ from kaiwo_contracts.events.subjects import (
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import BusError, Delivery
 from kaiwo_runtime.cluster_binding import CLUSTER_KEY
-from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.kv import ForeignBucketError, NatsKeyValue
 from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
@@ -67,8 +70,9 @@ from kaiwo_runtime.nats_credentials import (
     write_seed,
 )
 from kaiwo_runtime.nats_server import NatsServer
+from kaiwo_runtime.settings import ServiceSettings
 from kaiwo_runtime.startup import watchers_cluster
-from nats.js.api import ConsumerConfig
+from nats.js.api import ConsumerConfig, StreamConfig
 
 pytestmark = pytest.mark.nats
 
@@ -676,3 +680,75 @@ async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
         "permissions violation for subscription" in e and "kaiwo.public.>" in e for e in errors
     )
     assert any("permissions violation for publish" in e and ours.lower() in e for e in errors)
+
+
+async def make_capturing_bucket(bus: NatsBus, bucket: str, captured: str) -> None:
+    """What the key may do by its own right: create the bucket's stream, subjects its choice,
+    and everything else as a bucket's (so that nats-py's own look at it passes)."""
+    await bus.client.jetstream().add_stream(
+        StreamConfig(
+            name=f"KV_{bucket}",
+            subjects=[f"$KV.{bucket}.>", captured],
+            max_msgs_per_subject=1,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            allow_direct=True,
+            max_age=60.0,
+        )
+    )
+
+
+async def test_a_bucket_made_to_capture_other_subjects_is_refused_by_every_service(
+    secured: SecuredBus,
+) -> None:
+    """Decision 0222: the server checks a stream's name against the key, not its subjects.
+    A service that finds its bucket capturing more than its own keys refuses it, naming them,
+    rather than write its state where the maker reads other identities' replies."""
+    gateway = await secured.bus(GATEWAY)
+    await make_capturing_bucket(gateway, "kaiwo-autoscaler", "_INBOX.planner.>")
+    with pytest.raises(ForeignBucketError) as refused:
+        await NatsKeyValue.open(gateway.client, "kaiwo-autoscaler")
+    assert str(refused.value) == (
+        "the key-value bucket 'kaiwo-autoscaler' captures ['$KV.kaiwo-autoscaler.>', "
+        "'_INBOX.planner.>'], not only its own keys ($KV.kaiwo-autoscaler.>): someone made it "
+        "to read other subjects; delete the stream KV_kaiwo-autoscaler as the administrator "
+        "(nats stream rm KV_kaiwo-autoscaler) and start again"
+    )
+
+    planner = await secured.bus(PLANNER)
+    await make_capturing_bucket(planner, "kaiwo-leases", "_INBOX.executor.>")
+    with pytest.raises(ForeignBucketError, match="'kaiwo-leases' captures"):
+        await NatsLeaseStore.open(planner.client, "kaiwo-leases", duration_seconds=5)
+
+    watcher = await secured.bus(WATCHER)
+    await make_capturing_bucket(watcher, "kaiwo-watcher", "_INBOX.monitor.>")
+    recorder = await secured.bus(RECORDER)
+    with pytest.raises(ForeignBucketError, match="'kaiwo-watcher' captures"):
+        await NatsKeyValue.open_existing(recorder.client, "kaiwo-watcher")
+
+
+async def test_provisioning_declares_every_bucket_so_no_service_key_makes_one_first(
+    secured: SecuredBus,
+) -> None:
+    """``kaiwo nats provision`` (the administrator) declares every state bucket and the
+    leases, those of services that are off too: a key's create of one with other subjects is
+    then refused by the server (the name is taken), and the services open them as before."""
+    settings = ServiceSettings(
+        nats_url=secured.server.url, nats_credentials_file=secured.credentials.seed(ADMIN)
+    )
+    await _provision(settings, within=30, messenger=False)
+
+    admin = await secured.bus(ADMIN)
+    js = admin.client.jetstream()
+    for bucket in (*STATE_BUCKETS, LEASE_BUCKET):
+        info = await js.stream_info(f"KV_{bucket}")
+        assert info.config.subjects == [f"$KV.{bucket}.>"], bucket
+    assert (await js.stream_info(f"KV_{LEASE_BUCKET}")).config.max_age == 15.0
+
+    for name, bucket in ((GATEWAY, "kaiwo-autoscaler"), (MONITOR, "kaiwo-monitor")):
+        service = await secured.bus(name)
+        with pytest.raises(nats.js.errors.BadRequestError):
+            await make_capturing_bucket(service, bucket, "_INBOX.planner.>")
+        kv = await NatsKeyValue.open(service.client, bucket)
+        await kv.put("state", b"kept")
+        assert await kv.get("state") == b"kept"

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 import yaml
+from kaiwo_contracts.events.identity_names import STATE_BUCKETS
 from kaiwo_contracts.events.messenger import messenger_topology
 from kaiwo_contracts.events.permissions import (
     ADMIN,
@@ -29,6 +30,7 @@ from kaiwo_contracts.events.permissions import (
     tenant_identity,
 )
 from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_runtime.kv import declare_buckets
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_credentials import (
     CredentialsDirectory,
@@ -37,7 +39,7 @@ from kaiwo_runtime.nats_credentials import (
     write_private,
 )
 from kaiwo_runtime.redaction import redact_secrets
-from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 
 app = typer.Typer(
     name="nats",
@@ -228,6 +230,14 @@ async def _provision(settings: ServiceSettings, *, within: float, messenger: boo
 
 async def _declare(bus: NatsBus, settings: ServiceSettings, *, messenger: bool) -> None:
     await bus.ensure_streams()
+    # Every bucket, before any service key could make one of its name capture other
+    # subjects (decision 0222); the leases with the duration the services are given.
+    leases = SingleActiveSettings()
+    await declare_buckets(
+        bus.client,
+        {**dict.fromkeys(STATE_BUCKETS), leases.lease_bucket: leases.lease_seconds},
+        replicas=settings.bus_stream_replicas,
+    )
     if messenger:
         await bus.declare(messenger_topology(replicas=settings.bus_stream_replicas))
 

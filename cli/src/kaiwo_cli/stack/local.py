@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from kaiwo_contracts.events.identity_names import STATE_BUCKETS
 from kaiwo_contracts.events.messenger import messenger_topology
 from kaiwo_contracts.events.permissions import (
     ADMIN,
@@ -61,6 +62,7 @@ from kaiwo_contracts.events.permissions import (
 )
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.kv import declare_buckets
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
 from kaiwo_runtime.nats_credentials import (
@@ -354,6 +356,10 @@ class LocalStack:
         bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)
         try:
             await bus.ensure_streams()
+            # The state buckets as the administrator, so that no service key makes one
+            # first (decision 0222); the leases' duration is each test stack's own, so the
+            # services make the lease bucket, checked when opened.
+            await declare_buckets(bus.client, dict.fromkeys(STATE_BUCKETS))
             if self.options.messenger_on:
                 await bus.declare(messenger_topology())
         finally:

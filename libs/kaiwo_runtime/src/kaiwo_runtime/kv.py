@@ -14,7 +14,7 @@ callers already wait out for the bus itself.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Protocol
 
 from nats.aio.client import Client
@@ -115,6 +115,61 @@ class MemoryKeyValue:
             yield key, data[key]
 
 
+class ForeignBucketError(BusError):
+    """A bucket's stream holds subjects of others: not a key-value bucket, and not opened."""
+
+
+def checked_bucket_subjects(bucket: str, subjects: Sequence[str] | None) -> None:
+    """A key-value bucket's stream holds its own keys' subjects and nothing else.
+
+    The right to create a bucket is the right to create its stream, and the server checks
+    the stream's name only: a key that may create ``KV_kaiwo-autoscaler`` before the gateway
+    does could make it capture ``_INBOX.planner.>``, every reply to the planner, and read
+    them back from the "bucket". A service that found such a bucket would go on writing its
+    state into it and never know; it refuses it instead, naming the subjects
+    (decision 0222)."""
+    own = [f"$KV.{bucket}.>"]
+    if list(subjects or ()) != own:
+        raise ForeignBucketError(
+            f"the key-value bucket {bucket!r} captures {list(subjects or ())}, not only its "
+            f"own keys ({own[0]}): someone made it to read other subjects; delete the stream "
+            f"KV_{bucket} as the administrator (nats stream rm KV_{bucket}) and start again"
+        )
+
+
+async def declare_bucket(
+    client: Client, bucket: str, *, replicas: int = 1, ttl: float | None = None
+) -> None:
+    """Create ``bucket`` as the services would (one value per key, ``ttl`` for a lease
+    bucket) unless it exists, and check an existing one's subjects: the administrator's
+    provisioning declares every bucket before any service key can (decision 0222)."""
+    from nats.js.api import KeyValueConfig
+
+    js = client.jetstream()
+    try:
+        kv = await js.key_value(bucket)
+    except BucketNotFoundError:
+        kv = await js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=1, replicas=replicas, ttl=ttl)
+        )
+    await checked_bucket(kv, bucket)
+
+
+async def declare_buckets(
+    client: Client, buckets: Mapping[str, float | None], *, replicas: int = 1
+) -> None:
+    """:func:`declare_bucket` for each bucket, with its ttl (None: none)."""
+    for bucket, ttl in buckets.items():
+        await declare_bucket(client, bucket, replicas=replicas, ttl=ttl)
+
+
+async def checked_bucket(kv: NatsKv, bucket: str) -> NatsKv:
+    """``kv`` once its stream holds its own keys only (:func:`checked_bucket_subjects`)."""
+    status = await kv.status()
+    checked_bucket_subjects(bucket, status.stream_info.config.subjects)
+    return kv
+
+
 class NatsKeyValue:
     """A JetStream key-value bucket (created on first use, file storage, one value per key)."""
 
@@ -135,7 +190,7 @@ class NatsKeyValue:
             kv = await js.create_key_value(
                 KeyValueConfig(bucket=bucket, history=1, replicas=replicas)
             )
-        return cls(kv, js=js, name=bucket)
+        return cls(await checked_bucket(kv, bucket), js=js, name=bucket)
 
     @classmethod
     async def open_existing(cls, client: Client, bucket: str) -> NatsKeyValue | None:
@@ -143,9 +198,10 @@ class NatsKeyValue:
         here, which would take it over)."""
         js = client.jetstream()
         try:
-            return cls(await js.key_value(bucket), js=js, name=bucket)
+            kv = await js.key_value(bucket)
         except BucketNotFoundError:
             return None
+        return cls(await checked_bucket(kv, bucket), js=js, name=bucket)
 
     async def get(self, key: str) -> bytes | None:
         with bus_errors(f"reading {key!r} from {self._stream}"):

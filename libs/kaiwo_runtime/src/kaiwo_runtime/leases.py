@@ -30,7 +30,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue as NatsKv
 
-from kaiwo_runtime.kv import NatsKeyValue, escape_key
+from kaiwo_runtime.kv import NatsKeyValue, checked_bucket_subjects, escape_key
 
 log = structlog.get_logger("kaiwo.leases")
 
@@ -155,7 +155,9 @@ class NatsLeaseStore:
             kv = await js.create_key_value(
                 KeyValueConfig(bucket=bucket, history=1, ttl=duration_seconds, replicas=replicas)
             )
-        ttl = (await kv.status()).ttl
+        status = await kv.status()
+        checked_bucket_subjects(bucket, status.stream_info.config.subjects)
+        ttl = status.ttl
         if not ttl:
             raise ValueError(f"{bucket!r} keeps keys for ever: not a lease bucket")
         if abs(ttl - duration_seconds) > 1e-3:

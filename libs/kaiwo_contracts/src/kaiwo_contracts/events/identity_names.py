@@ -44,6 +44,9 @@ LEASE_BUCKET = "kaiwo-leases"
 AUTOSCALER_BUCKET = "kaiwo-autoscaler"
 """The autoscaler's moving averages, kept by whichever gateway replica leads it."""
 AUTOSCALER_LEASE = "autoscaler"
+STATE_BUCKETS: tuple[str, ...] = (*SERVICE_BUCKETS.values(), AUTOSCALER_BUCKET)
+"""Every bucket of one value per key the operator keeps state in (not the leases): the
+administrator declares them all, those of services that are off too (decision 0222)."""
 """The lease of the gateway replica that runs the autoscaler."""
 
 EVENT_STREAMS: tuple[str, ...] = (
