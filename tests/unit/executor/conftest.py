@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from kaiwo_contracts.events.plans import PlanDecidedV1
@@ -107,11 +107,12 @@ class Harness:
         kube: Any | None = None,
         kv: MemoryKeyValue | None = None,
         attempts: int = 4,
+        clock: Callable[[], datetime] = lambda: NOW,
     ) -> PlanExecutor:
         return PlanExecutor(
             kube or self.kube,
             ExecutionMemo(kv or self.kv),
-            clock=lambda: NOW,
+            clock=clock,
             retry=RetryPolicy(attempts=attempts, initial_delay=0.1, max_delay=1.0),
             metrics=self.metrics,
             sleep=self._sleep,
@@ -128,14 +129,29 @@ class Harness:
         executor: PlanExecutor | None = None,
         sequence: int = 0,
         planned_at: datetime | None = None,
+        owner_created_at: datetime | Literal["admitted"] | None = "admitted",
     ) -> Execution:
-        """Execute, and remember the plan as the service does once its result is out."""
+        """Execute, and remember the plan as the service does once its result is out; with
+        the owner's creationTimestamp as admission reads it (``owner_created_at``, by default
+        the fake's; the executors here start their memo at ``NOW``, before it)."""
         executor = executor or self.executor()
         decision = PlanDecidedV1.of(plan, absent=absent, drifted=drifted, planned_at=planned_at)
-        execution = await executor.execute(decision, plan_id=plan_id, sequence=sequence)
+        if owner_created_at == "admitted":
+            owner_created_at = self.owner_created_at()
+        execution = await executor.execute(
+            decision, plan_id=plan_id, sequence=sequence, owner_created_at=owner_created_at
+        )
         if not execution.must_retry:
             await executor.remember(execution)
         return execution
+
+    def owner_created_at(self) -> datetime | None:
+        """The owner's creationTimestamp in the fake (None: no such owner)."""
+        owner = self.owner
+        stored = self.find(owner.api_version, owner.kind, owner.name, namespace=owner.namespace)
+        if stored is None:
+            return None
+        return datetime.fromisoformat(stored["metadata"]["creationTimestamp"])
 
     # ------------------------------------------------------------------ plans
 

@@ -37,13 +37,16 @@ async def test_a_new_owners_first_plan_creates_the_memo_then_writes_it_once(
 ) -> None:
     kv = CountingKeyValue()
     executor = harness.executor(kube=flaky, kv=kv)
+    await executor.start()  # as the process does: when the memo began, once (decision 0215)
+    assert dict(kv.calls) == {"create": 1}
+    kv.calls.clear()
 
     await harness.run(
         harness.plan([harness.job(), harness.config_map()]), plan_id="plan-1", executor=executor
     )
 
-    # Created before the first API call (no record = no children of ours), without reading
-    # it first; written once more when done.
+    # Created before the first API call (no record = no children of ours, the owner being
+    # created after the memo began), without reading it first; written once more when done.
     assert dict(kv.calls) == {"create": 1, "put": 1}
     # "Never adopt": one read per child the memo does not know, then one apply per child.
     assert dict(flaky.calls) == {"get": 2, "apply": 2}

@@ -4,6 +4,7 @@ so an owner deleted since is still told apart from one that never was."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -107,3 +108,17 @@ async def test_an_owner_read_long_ago_and_deleted_since_is_told_apart() -> None:
     assert (after_deletion.owner_deleted, after_deletion.owner_absent) == (True, True)
     assert (never_was.owner_deleted, never_was.owner_absent) == (False, True)
     assert not after_deletion.admitted
+
+
+async def test_the_owners_creation_time_is_told_when_it_exists_with_the_plans_uid() -> None:
+    owner = kaiwo_job("train")
+    owner["metadata"]["creationTimestamp"] = "2026-03-01T12:00:00Z"
+    replaced = {**owner, "metadata": {**owner["metadata"], "uid": "uid-another"}}
+    undated = kaiwo_job("undated")
+
+    told = await PlanAdmission(Cluster(owner)).check(plan_for(owner))
+    assert told.owner_created_at == datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    # Another object of its name, or none: not the owner's age (decision 0215).
+    assert (await PlanAdmission(Cluster(replaced)).check(plan_for(owner))).owner_created_at is None
+    assert (await PlanAdmission(Cluster()).check(plan_for(owner))).owner_created_at is None
+    assert (await PlanAdmission(Cluster(undated)).check(plan_for(undated))).owner_created_at is None

@@ -9,9 +9,11 @@ a standby (:mod:`kaiwo_runtime.single_active`). With ``KAIWO_BUS_PARTITIONS`` > 
 replica works, on the partitions whose leases ``executor.p<k>`` it holds, and the shares
 rebalance as replicas come and go (:mod:`kaiwo_runtime.partition_leases`).
 Its bucket is bound to the cluster it was filled from (the uid of kube-system, decision
-0042): started against another cluster, it refuses the bucket. A dependency that does not
-answer at start, or the single lease lost to another replica, ends the process with status 1
-and one line on stderr.
+0042): started against another cluster, it refuses the bucket. A bucket that does not say
+when it began to record owners (new, or deleted to start it afresh) is told it now
+(``memo-since``): the owners created since need no list calls to prune (decision 0215).
+A dependency that does not answer at start, or the single lease lost to another replica,
+ends the process with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kaiwo_runtime.startup import (
     run_until_signalled,
     run_while_active,
     utc_now,
+    within,
 )
 
 from kaiwo_executor.metrics import ExecutorMetrics
@@ -78,6 +81,11 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             metrics=metrics,
             retry=settings.retry_policy(),
             consumers=executor_consumers(bus.topology),
+        )
+        await within(
+            timeout,
+            f"recording when {settings.executor_bucket} began to record owners",
+            service.executor.start(),
         )
 
         async def nats_connected() -> bool:

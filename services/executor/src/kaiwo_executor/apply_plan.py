@@ -78,7 +78,12 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    each one not desired, with its uid as a precondition and background propagation. Never
    without a selector (an empty one would match every object of the kind). Skipped when the
    desired set, rules and selector equal those of the last complete prune: only a new plan
-   can make a child undesired, so listing again would find nothing to do.
+   can make a child undesired, so listing again would find nothing to do. Skipped too for
+   the first plan of a *new* owner: one the memo has no record of, which the API server
+   created after the memo began to record owners (:meth:`ExecutionMemo.owner_is_new`, from
+   the ``creationTimestamp`` plan admission read). Any other owner without a record (the
+   bucket was lost or started afresh, and the children it made before are unknown) lists
+   and prunes at its first plan, once (decision 0215).
 7. **Finalizers and labels** of the owner, when the plan names them (``Plan.finalizers``,
    ``Plan.owner_labels``): the owner is read and merge-patched once, with its
    resourceVersion as a precondition, adding the plan's and removing the other finalizers
@@ -123,7 +128,7 @@ from datetime import datetime
 
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome
-from kaiwo_contracts.plans import ObjectRef, PreemptIntent, ScaleIntent
+from kaiwo_contracts.plans import ObjectRef, Plan, PreemptIntent, ScaleIntent
 
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_refusals import with_refusals
@@ -182,15 +187,27 @@ class PlanExecutor:
         self._deletions = Deletions(calls)
         self._owner = OwnerWrites(calls)
 
+    async def start(self) -> None:
+        """Record when the memo's bucket began to record owners, if it holds no such time: at
+        the process's start, so the owners created from then on are known new."""
+        await self._memo.since(now=self._clock())
+
     async def carried_out_for(self, owner: ObjectRef) -> bool:
         """Whether this executor has a record for ``owner``'s uid (it carried out a plan)."""
         return bool(owner.uid) and (await self._memo.load(owner)).stored
 
     async def execute(
-        self, decision: PlanDecidedV1, *, plan_id: str, sequence: int = 0
+        self,
+        decision: PlanDecidedV1,
+        *,
+        plan_id: str,
+        sequence: int = 0,
+        owner_created_at: datetime | None = None,
     ) -> Execution:
         """Carry out ``decision`` (whose event id is ``plan_id``, stored at ``sequence`` of
-        the plan stream) and save what was done.
+        the plan stream) and save what was done. ``owner_created_at`` is the owner's
+        ``creationTimestamp`` as admission read it (None: unknown, and an owner the memo has
+        no record of lists its children to prune).
 
         What was done, and the plan id, are saved by :meth:`remember` once the result is
         published (a plan that must be retried is saved at once): a crash in between repeats
@@ -216,7 +233,7 @@ class PlanExecutor:
             absent=frozenset(ref_key(ref) for ref in decision.absent),
             drifted=frozenset(ref_key(ref) for ref in decision.drifted),
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
-            first_touch=first_touch,
+            childless=first_touch and await self._known_new(plan, owner_created_at),
             replacing=frozenset(ref_key(target) for target in plan.delete),
         )
         await self._deletions.delete_children(run)
@@ -236,6 +253,13 @@ class PlanExecutor:
             must_retry=run.must_retry,
             memo=memo,
         )
+
+    async def _known_new(self, plan: Plan, created_at: datetime | None) -> bool:
+        """Whether ``plan``'s owner, of which the memo had no record, is new: none of our
+        children can exist for it. Asked only of a plan that prunes."""
+        if created_at is None or not plan.prune or not plan.prune_selector:
+            return False
+        return await self._memo.owner_is_new(created_at, now=self._clock())
 
     async def remember(self, execution: Execution) -> None:
         """Record that the plan was carried out and its result published."""

@@ -46,8 +46,10 @@ class Deletions:
         )
         if run.memo.pruned_for == inventory:
             return
-        if run.first_touch:
-            # Only what this plan applied carries the owner's labels: nothing to list.
+        if run.childless:
+            # Only what this plan applied carries the owner's labels: nothing to list. An
+            # owner merely unknown to the memo (lost, or started afresh) lists: its children
+            # made before are not in it (decision 0215).
             run.memo.pruned_for = inventory
             return
         complete = True

@@ -9,8 +9,13 @@ One JSON record per owner (key ``owner/<uid>``) holds:
 * the hash of the status last written, the Events already emitted for the current plan
   fingerprint, and the prune inventory last enforced;
 * (by its mere existence) that the executor has touched the owner: the record is written
-  before the first API call for an owner, so an owner without one can have no children of
-  ours, and its first plan needs no list calls to find children to prune;
+  before the first API call for an owner. So an owner without one can have no children of
+  ours *if the bucket was keeping records when the owner was created*: a bucket lost, or
+  deleted to start it afresh, knows nothing of the children made before. The bucket's key
+  ``memo-since`` holds when it began (:meth:`ExecutionMemo.since`); an owner without a
+  record that the API server created after that (by more than :data:`CLOCK_MARGIN`) is new,
+  and its first plan needs no list calls to find children to prune. Any other owner without
+  a record lists them once (decision 0215);
 * the ``KAIWO_PLAN`` stream sequence and ``planned_at`` of the newest plan started: plans of
   one owner may be in flight together, and a plan nak'ed for a retry comes back after a later
   one; being a whole desired state, the later plan supersedes it (:meth:`OwnerMemo.superseded`);
@@ -29,9 +34,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kaiwo_contracts.plans import ObjectRef, canonical_json_bytes
@@ -39,6 +46,18 @@ from kaiwo_runtime.kv import KeyValue
 
 RECENT_PLANS = 16
 """Plan ids remembered per owner; redelivery only ever repeats the latest, a few spare."""
+SINCE_KEY = "memo-since"
+"""The bucket key holding when the bucket began to record owners; no owner's key (``owner/...``)
+and not ``cluster-identity``."""
+CLOCK_MARGIN = timedelta(seconds=1)
+"""How much later than ``memo-since`` an owner must have been created to be known new: that time
+is the executor's clock, ``creationTimestamp`` the API server's, and an executor whose clock is
+behind by more than this could take an owner created before a bucket was started afresh for a
+new one. NTP keeps them within milliseconds. Every owner created within it after a bucket
+began lists its children once (5 s did so for most of the benchmark's first step)."""
+SINCE_READ_EVERY = 60.0
+"""Seconds ``memo-since`` is used before it is read again: another process may have started the
+bucket afresh under this one (NATS lost it and a replica starting made it anew)."""
 
 
 def content_hash(value: Any) -> str:
@@ -179,10 +198,19 @@ class ExecutionMemo:
     missing record and then writing it would take two (issue 28).
     """
 
-    def __init__(self, kv: KeyValue, *, known_limit: int = KNOWN_OWNERS_LIMIT) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        *,
+        known_limit: int = KNOWN_OWNERS_LIMIT,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._kv = kv
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_limit = known_limit
+        self._monotonic = monotonic
+        self._since: tuple[datetime, float] | None = None
+        """``memo-since`` as last read or written, and when (monotonic seconds)."""
 
     async def load(self, owner: ObjectRef) -> OwnerMemo:
         key = owner_memo_key(owner)
@@ -201,12 +229,37 @@ class ExecutionMemo:
             if raw is not None:
                 self._know(key)
                 return _stored(raw), False
+            # Records are never deleted: the bucket was started afresh under this process.
+            self._since = None
         held = await self._kv.create(key, fresh.to_json())
         self._know(key)
         if held is not None:
             return _stored(held), False
         fresh.stored = True
         return fresh, True
+
+    async def since(self, *, now: datetime) -> datetime:
+        """When the bucket began to record owners (``memo-since``): ``now``, written, when it
+        holds no such time (a new bucket, one started afresh, or one of a version before
+        this); else the time it holds. One round trip, then none for
+        :data:`SINCE_READ_EVERY` seconds, unless a record this memo knew is found gone."""
+        moment = self._monotonic()
+        if self._since is not None and moment - self._since[1] < SINCE_READ_EVERY:
+            return self._since[0]
+        held = await self._kv.create(SINCE_KEY, now.isoformat().encode())
+        since = now if held is None else _since_or_none(held)
+        if since is None:
+            # Unreadable: started now, which only costs list calls for the owners before.
+            await self._kv.put(SINCE_KEY, now.isoformat().encode())
+            since = now
+        self._since = (since, moment)
+        return since
+
+    async def owner_is_new(self, created_at: datetime, *, now: datetime) -> bool:
+        """Whether an owner without a record, created at ``created_at`` (the API server's
+        ``creationTimestamp``), can have no children of ours: the bucket was recording owners
+        when it was created, so any executor that acted for it would have left its record."""
+        return created_at > await self.since(now=now) + CLOCK_MARGIN
 
     async def save(self, owner: ObjectRef, memo: OwnerMemo) -> None:
         key = owner_memo_key(owner)
@@ -218,6 +271,14 @@ class ExecutionMemo:
         self._known.move_to_end(key)
         if len(self._known) > self._known_limit:
             self._known.popitem(last=False)
+
+
+def _since_or_none(raw: bytes) -> datetime | None:
+    try:
+        since = datetime.fromisoformat(raw.decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return since if since.utcoffset() is not None else None
 
 
 def _stored(raw: bytes) -> OwnerMemo:

@@ -39,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.confinement import (
@@ -115,6 +116,9 @@ class Admission:
     just before its deletion was seen, not a claim about an object that never was."""
     owner_absent: bool = False
     """The API server holds no object of the owner's name (whatever this process read)."""
+    owner_created_at: datetime | None = None
+    """The owner's ``creationTimestamp``, when it exists with the plan's uid: tells the
+    executor whether an owner its memo does not know is new (decision 0215)."""
 
     @property
     def admitted(self) -> bool:
@@ -176,14 +180,16 @@ class PlanAdmission:
             # A missing owner is the confinement's first reason already.
             if not (owner_missing and _key(c.source.ref) == _key(plan.owner))
         )
+        owner_found = bool(uid) and uid == plan.owner.uid
         return Admission(
             refusals=(*unnamed, *found, *described),
-            owner_found=bool(uid) and uid == plan.owner.uid,
+            owner_found=owner_found,
             owner_deleted=owner is None and plan.owner.uid in self._deleted,
             owner_absent=owner is None,
             stale=tuple(c.describe() for c in checks if c.verdict == "stale"),
             checks=checks,
             reobserve=tuple(reobserve.values()),
+            owner_created_at=_created_at(owner) if owner_found else None,
         )
 
     async def _checks(self, plan: Plan) -> tuple[tuple[SourceCheck, ...], tuple[str, ...]]:
@@ -298,6 +304,19 @@ def _key(ref: ObjectRef) -> str:
     """Objects are remembered by kind, namespace and name (not uid: a source with a wrong
     uid is compared with the object that holds the name)."""
     return f"{ref.api_version}/{ref.kind}/{ref.namespace or ''}/{ref.name}"
+
+
+def _created_at(obj: Mapping[str, Any] | None) -> datetime | None:
+    """``metadata.creationTimestamp`` (None: missing or unreadable). Never changes for a uid,
+    so a remembered copy tells it as well as a fresh read."""
+    created = ((obj or {}).get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(created, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    return moment if moment.utcoffset() is not None else None
 
 
 def _version(obj: Mapping[str, Any] | None) -> str | None:

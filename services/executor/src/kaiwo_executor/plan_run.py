@@ -24,8 +24,9 @@ class PlanRun:
     absent: frozenset[str]
     drifted: frozenset[str]
     desired_keys: frozenset[str]
-    first_touch: bool = False
-    """No executor ever acted for this owner: no child of ours can exist yet."""
+    childless: bool = False
+    """No executor ever acted for this owner: no child of ours can exist yet (the memo has no
+    record of it, and it was created after the memo began to record owners)."""
     recreate: set[str] = field(default_factory=set)
     """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
     replacing: frozenset[str] = frozenset()

@@ -195,7 +195,10 @@ class ExecutorService:
             log.info("plan made from an older version; dropped", sources=list(admission.stale))
             return
         execution = await self.executor.execute(
-            envelope.data, plan_id=envelope.id, sequence=delivery.stream_sequence
+            envelope.data,
+            plan_id=envelope.id,
+            sequence=delivery.stream_sequence,
+            owner_created_at=admission.owner_created_at,
         )
         if execution.superseded:
             self.metrics.plan_handled("superseded")
