@@ -139,10 +139,11 @@ def checked_bucket_subjects(bucket: str, subjects: Sequence[str] | None) -> None
 
 async def declare_bucket(
     client: Client, bucket: str, *, replicas: int = 1, ttl: float | None = None
-) -> None:
-    """Create ``bucket`` as the services would (one value per key, ``ttl`` for a lease
-    bucket) unless it exists, and check an existing one's subjects: the administrator's
-    provisioning declares every bucket before any service key can (decision 0222)."""
+) -> NatsKv:
+    """``bucket``, created as the services make it (one value per key, ``ttl`` for a lease
+    bucket) unless it exists, its subjects checked (:func:`checked_bucket_subjects`): what a
+    service opens, and what the administrator's provisioning declares for every bucket before
+    any service key could make one (decision 0222)."""
     from nats.js.api import KeyValueConfig
 
     js = client.jetstream()
@@ -152,7 +153,7 @@ async def declare_bucket(
         kv = await js.create_key_value(
             KeyValueConfig(bucket=bucket, history=1, replicas=replicas, ttl=ttl)
         )
-    await checked_bucket(kv, bucket)
+    return await checked_bucket(kv, bucket)
 
 
 async def declare_buckets(
@@ -181,16 +182,8 @@ class NatsKeyValue:
 
     @classmethod
     async def open(cls, client: Client, bucket: str, *, replicas: int = 1) -> NatsKeyValue:
-        js = client.jetstream()
-        try:
-            kv = await js.key_value(bucket)
-        except BucketNotFoundError:
-            from nats.js.api import KeyValueConfig
-
-            kv = await js.create_key_value(
-                KeyValueConfig(bucket=bucket, history=1, replicas=replicas)
-            )
-        return cls(await checked_bucket(kv, bucket), js=js, name=bucket)
+        kv = await declare_bucket(client, bucket, replicas=replicas)
+        return cls(kv, js=client.jetstream(), name=bucket)
 
     @classmethod
     async def open_existing(cls, client: Client, bucket: str) -> NatsKeyValue | None:

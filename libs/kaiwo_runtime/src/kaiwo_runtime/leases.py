@@ -23,14 +23,13 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import (
     BadRequestError,
-    BucketNotFoundError,
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
 )
 from nats.js.kv import KeyValue as NatsKv
 
-from kaiwo_runtime.kv import NatsKeyValue, checked_bucket_subjects, escape_key
+from kaiwo_runtime.kv import NatsKeyValue, declare_bucket, escape_key
 
 log = structlog.get_logger("kaiwo.leases")
 
@@ -146,18 +145,8 @@ class NatsLeaseStore:
         if one replica's clock said 15 s and another's 5 s, the second could take over while
         the first still works. A different ``duration_seconds`` is logged and not used.
         """
-        js = client.jetstream()
-        try:
-            kv = await js.key_value(bucket)
-        except BucketNotFoundError:
-            from nats.js.api import KeyValueConfig
-
-            kv = await js.create_key_value(
-                KeyValueConfig(bucket=bucket, history=1, ttl=duration_seconds, replicas=replicas)
-            )
-        status = await kv.status()
-        checked_bucket_subjects(bucket, status.stream_info.config.subjects)
-        ttl = status.ttl
+        kv = await declare_bucket(client, bucket, replicas=replicas, ttl=duration_seconds)
+        ttl = (await kv.status()).ttl
         if not ttl:
             raise ValueError(f"{bucket!r} keeps keys for ever: not a lease bucket")
         if abs(ttl - duration_seconds) > 1e-3:
@@ -167,7 +156,7 @@ class NatsLeaseStore:
                 bucket_seconds=ttl,
                 configured_seconds=duration_seconds,
             )
-        return cls(kv, js=js, name=bucket, duration_seconds=ttl)
+        return cls(kv, js=client.jetstream(), name=bucket, duration_seconds=ttl)
 
     @property
     def duration_seconds(self) -> float:
