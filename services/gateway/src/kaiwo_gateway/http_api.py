@@ -9,24 +9,26 @@ answered as for one that does not exist (404), before it is counted, so it never
 Model. Each caller has at most ``limits.requests`` requests in flight holding at most
 ``limits.body_bytes`` of bodies (429 past either).
 
-A proxied request's body is read up to its route's limit (413 past it; larger for audio),
-checked for depth and size before it is parsed (400), kept whole (a retry needs it again),
-routed by its ``model`` (``<model>`` or ``<model>_<adapter>``, narrowed by
-``X-Label-Selector`` headers), given an endpoint by the Model's strategy, and forwarded to
-``/v1/<route>`` of that endpoint. The response is copied chunk by chunk as it arrives
-(server-sent events are not buffered), its bytes untouched (no decompression). Credentials,
-hop-by-hop and forwarding headers stay behind, ``Set-Cookie`` does not come back
-(:mod:`kaiwo_gateway.domain.headers`); W3C ``traceparent``/``tracestate`` reach the backend.
+A proxied request's body is read decoded (aiohttp's server undoes a ``gzip`` or ``deflate``
+``Content-Encoding``, which is not forwarded; 400 when it does not decode, 415 for a coding
+it does not decode) up to its route's limit (413 past it; larger for audio), checked for
+depth and size before it is parsed (400), kept whole (a retry needs it again), routed by its
+``model`` (``<model>`` or ``<model>_<adapter>``, narrowed by ``X-Label-Selector`` headers),
+given an endpoint by the Model's strategy, and forwarded to ``/v1/<route>`` of that endpoint.
+The response is copied chunk by chunk as it arrives (server-sent events are not buffered), its
+bytes untouched (no decompression). Credentials, hop-by-hop and forwarding headers stay
+behind, ``Set-Cookie`` does not come back (:mod:`kaiwo_gateway.domain.headers`); W3C
+``traceparent``/``tracestate`` reach the backend.
 
-When a connection to an endpoint fails before a byte was sent, the request goes to another
-endpoint (up to ``attempts`` in all); any later failure is the client's to see. Without a ready
-endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503; one whose
-client hangs up meanwhile stops waiting (and counting) within half a second. A request
-is counted per Model while it is routed and answered (:class:`RequestCounts`, what the load
-reports say); the first one to wait for an endpoint of a Model makes the replica report at
-once, so a Model at zero replicas is scaled up without waiting for the next report (scale from
-zero). A Model at zero replicas with ``autoscalingDisabled`` is never scaled by a request: 503
-at once, saying so.
+When a connection to an endpoint fails before a byte was sent (refused, or not accepted
+within ``connect_timeout_seconds``), the request goes to another endpoint (up to ``attempts``
+in all); any later failure is the client's to see. Without a ready endpoint the request waits
+up to ``endpoint_wait_seconds`` for one, then gets a 503; one whose client hangs up meanwhile
+stops waiting (and counting) within half a second. A request is counted per Model while it
+is routed and answered (:class:`RequestCounts`, what the load reports say); the first one to
+wait for an endpoint of a Model makes the replica report at once, so a Model at zero replicas
+is scaled up without waiting for the next report (scale from zero). A Model at zero replicas
+with ``autoscalingDisabled`` is never scaled by a request: 503 at once, saying so.
 
 Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 """
@@ -68,17 +70,19 @@ from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.openai_errors import (
     OpenAIError,
     RefusedError,
+    access_unavailable,
     bad_request,
     model_server_failed,
     unauthenticated,
 )
-from kaiwo_gateway.relay import forwarded_headers, relay
+from kaiwo_gateway.relay import NOT_CONNECTED, forwarded_headers, relay
 from kaiwo_gateway.request_bodies import (
     Slot,
     multipart_without_model,
     parsed_json,
     read_body,
     refuse_declared_size,
+    refuse_undecoded_coding,
 )
 
 log = structlog.get_logger("kaiwo.gateway")
@@ -240,10 +244,8 @@ class Gateway:
             raise RefusedError(
                 429, str(error), reason="busy", code="too_many_token_checks"
             ) from None
-        except AccessUnavailableError as error:
-            raise RefusedError(
-                503, str(error), reason="unavailable", code="access_check_unavailable"
-            ) from None
+        except AccessUnavailableError:
+            raise access_unavailable() from None
         if caller is None:
             raise unauthenticated("the bearer token is not valid (expired, revoked or unknown)")
         return caller
@@ -257,10 +259,8 @@ class Gateway:
             answers = await asyncio.gather(
                 *(self.access.may_use(caller, namespace) for namespace in ordered)
             )
-        except AccessUnavailableError as error:
-            raise RefusedError(
-                503, str(error), reason="unavailable", code="access_check_unavailable"
-            ) from None
+        except AccessUnavailableError:
+            raise access_unavailable() from None
         return {namespace for namespace, allowed in zip(ordered, answers, strict=True) if allowed}
 
     def _enter(self, caller: Caller) -> Slot:
@@ -318,6 +318,7 @@ class Gateway:
         selector = _selector(request.headers)
         content_type = request.headers.get("Content-Type")
         limit = self.policy.bodies.bytes_for(route_name)
+        refuse_undecoded_coding(request)
         refuse_declared_size(request, limit)
         requested: object
         if content_type and content_type.lower().startswith("multipart/form-data"):
@@ -367,14 +368,16 @@ class Gateway:
                 upstream = await self._session.post(
                     f"http://{endpoint.address}{path}", data=parsed.body, headers=headers
                 )
-            except aiohttp.ClientConnectorError as error:
+            except NOT_CONNECTED as error:
+                # Refused, or not accepted within the connect timeout: nothing was sent.
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
                 tried.add(endpoint.key)
                 self.metrics.retries.labels(namespace=model.namespace, model=model.name).inc()
                 log.info(
-                    "endpoint refused the connection",
+                    "endpoint did not accept the connection",
                     model_uid=model.uid,
                     endpoint=endpoint.key,
+                    failure=type(error).__name__,
                     error=str(error),
                 )
                 continue

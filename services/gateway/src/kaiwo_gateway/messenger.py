@@ -5,9 +5,9 @@ Each gateway replica with ``KAIWO_MESSENGER_ENABLED`` reads the durable consumer
 ``gateway-messenger`` of ``KAIWO_MSG_REQ`` (declared by the administrator), at most
 ``handlers`` requests at a time. A request on ``kaiwo-messenger.<namespace>.requests`` may use
 only the Models of ``<namespace>``; it goes the way an HTTP request goes (the same catalog,
-the same balancer and strategy, the same retries of refused connections, the same wait for a
-ready endpoint, counted in the same load reports, so it scales a Model from zero and drives
-the autoscaler), and its answer is published to ``kaiwo-messenger.<namespace>.responses``
+the same balancer and strategy, the same retries of connections not accepted, the same wait
+for a ready endpoint, counted in the same load reports, so it scales a Model from zero and
+drives the autoscaler), and its answer is published to ``kaiwo-messenger.<namespace>.responses``
 (stored in ``KAIWO_MSG_RES``) before the request is acknowledged. While it is handled it is
 kept alive with progress acks, so a long generation is not delivered twice.
 
@@ -64,7 +64,7 @@ from kaiwo_gateway.message_replies import publish_settled
 from kaiwo_gateway.messenger_settings import MessengerNotProvisionedError, MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.openai_errors import OpenAIError, model_server_failed
-from kaiwo_gateway.relay import read_limited
+from kaiwo_gateway.relay import NOT_CONNECTED, read_limited
 
 log = structlog.get_logger("kaiwo.gateway.messenger")
 
@@ -364,15 +364,16 @@ class Messenger:
                             retry=False,
                         )
                     return backend_answer(upstream.status, data)
-            except aiohttp.ClientConnectorError as error:
+            except NOT_CONNECTED as error:
                 tried.add(endpoint.key)
                 self.gateway.metrics.retries.labels(
                     namespace=model.namespace, model=model.name
                 ).inc()
                 log.info(
-                    "endpoint refused the connection",
+                    "endpoint did not accept the connection",
                     model_uid=model.uid,
                     endpoint=endpoint.key,
+                    failure=type(error).__name__,
                     error=str(error),
                 )
                 continue

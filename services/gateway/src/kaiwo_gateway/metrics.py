@@ -73,7 +73,8 @@ class GatewayMetrics:
         self.refused = self.registry.counter(
             "gateway_refused_requests",
             "Requests refused before they reached a Model, by reason (unauthenticated, "
-            "unavailable, busy, too_many_requests, too_many_bytes, too_large, too_deep)",
+            "unavailable, busy, too_many_requests, too_many_bytes, too_large, too_deep, "
+            "unsupported_encoding, undecodable_body, unreadable_body)",
             ("reason",),
         )
         self.observations = self.registry.counter(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from aiohttp import web
@@ -41,13 +42,28 @@ class RefusedError(OpenAIError):
 
     KINDS: ClassVar[dict[int, str]] = {429: "rate_limit_error", 503: "server_error"}
 
-    def __init__(self, status: int, message: str, *, reason: str, code: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        reason: str,
+        code: str,
+        headers: Mapping[str, str] | None = None,
+        close: bool = False,
+    ) -> None:
         kind = self.KINDS.get(status, "invalid_request_error")
         super().__init__(status, message, kind=kind, code=code)
         self.reason = reason
+        self.headers = dict(headers or {})
+        self.close = close
+        """The connection is closed after the answer (the rest of the request is unread)."""
 
     def response(self) -> web.Response:
         response = super().response()
+        response.headers.update(self.headers)
+        if self.close:
+            response.force_close()
         if self.status == 401:
             response.headers["WWW-Authenticate"] = 'Bearer realm="kaiwo"'
         elif self.status in (429, 503):  # a limit or the API server: soon again may pass
@@ -65,6 +81,21 @@ def too_large(limit: int) -> RefusedError:
         f"the request body is larger than {limit:,} bytes, the limit of this route",
         reason="too_large",
         code="request_too_large",
+    )
+
+
+def access_unavailable() -> RefusedError:
+    """The API server could not be asked who the caller is or what they may use (down, or
+    the gateway may not ask). Its error is not told: a caller with any token would read the
+    gateway's service account, its rights or the API server's address; the gateway's log has
+    it (``kaiwo.access``: "a review was not answered", with the review's kind and the error;
+    decision 0219)."""
+    return RefusedError(
+        503,
+        "the access check is unavailable: the gateway cannot ask the Kubernetes API server "
+        "about this caller now; try again in a moment",
+        reason="unavailable",
+        code="access_check_unavailable",
     )
 
 

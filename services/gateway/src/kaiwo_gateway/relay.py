@@ -1,8 +1,11 @@
 """The proxied request's headers for the model server, and its answer streamed back to the
 caller as it comes (both through the header filters of :mod:`kaiwo_gateway.domain.headers`),
-or read whole within a limit (the messenger's answers fit in one message)."""
+or read whole within a limit (the messenger's answers fit in one message); and which failures
+of a request to a model server left it unsent."""
 
 from __future__ import annotations
+
+from typing import Final
 
 import aiohttp
 from aiohttp import web
@@ -11,6 +14,14 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from kaiwo_gateway.domain.headers import request_headers_for_backend, response_headers_for_caller
 
 ANSWER_READ_CHUNK = 64 * 1024
+
+NOT_CONNECTED: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+"""The failures of a request to a model server before a byte of it was sent, so another
+endpoint may have it (decisions 0023 and 0219): the connection was refused, unreachable or
+not resolved (``ClientConnectorError``), or not accepted within the connect timeout
+(``ConnectionTimeoutError``, which aiohttp raises only while connecting). Not every
+``ServerTimeoutError``: its other kind, ``SocketTimeoutError``, is a read timeout once the
+request was sent, when a completion may have started."""
 
 
 def forwarded_headers(headers: CIMultiDictProxy[str], content_type: str | None) -> CIMultiDict[str]:

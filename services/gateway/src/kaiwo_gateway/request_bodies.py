@@ -1,7 +1,12 @@
 """Reading a request's body within its limits (decision 0041): the declared size first,
 then chunk by chunk, each chunk counted against the caller's bytes in flight (decision 0040);
 a JSON body checked for depth and containers before it is parsed; a multipart form rebuilt
-without its ``model`` field."""
+without its ``model`` field.
+
+A compressed body (``Content-Encoding: gzip`` or ``deflate``) is decoded by aiohttp's server
+as it is read, and the limits count the decoded bytes; one that does not decode is a 400
+naming its ``Content-Encoding``, a coding aiohttp does not decode a 415 before a byte is read
+(decision 0219)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError
 
 from kaiwo_gateway.domain.access import Caller, CallerLimits
 from kaiwo_gateway.domain.bodies import (
@@ -19,6 +25,7 @@ from kaiwo_gateway.domain.bodies import (
     depth_problem,
     document_depth,
 )
+from kaiwo_gateway.domain.headers import ACCEPTED_CODINGS, undecoded_coding
 from kaiwo_gateway.openai_errors import RefusedError, bad_request, too_large
 
 READ_CHUNK = 64 * 1024
@@ -74,17 +81,62 @@ def refuse_declared_size(request: web.Request, limit: int) -> None:
         raise too_large(limit)
 
 
+def refuse_undecoded_coding(request: web.Request) -> None:
+    """A body in a coding aiohttp does not decode is refused before a byte of it is read
+    (415, with the codings accepted): the gateway forwards no ``Content-Encoding``."""
+    coding = undecoded_coding(request.headers.getall("Content-Encoding", []))
+    if coding is not None:
+        raise RefusedError(
+            415,
+            f"unsupported Content-Encoding {coding[:64]!r}: send the body plain, or in one "
+            f"of {ACCEPTED_CODINGS}",
+            reason="unsupported_encoding",
+            code="unsupported_content_encoding",
+            headers={"Accept-Encoding": ACCEPTED_CODINGS},
+        )
+
+
+def unreadable_body(request: web.Request, error: web.RequestPayloadError) -> RefusedError:
+    """The 400 for a body aiohttp could not read: one that does not decode as its
+    ``Content-Encoding`` says (named), or broken framing (the kind of failure).
+
+    aiohttp's parser has stopped feeding that body; after the answer its server would read
+    the rest (lingering) and meet the error again, logged as an unhandled exception with its
+    traceback. The body is ended here instead, and the connection closed after the answer."""
+    request.content.feed_eof()
+    if isinstance(error.__cause__, ContentEncodingError):
+        coding = request.headers.get("Content-Encoding", "").strip().lower()
+        return RefusedError(
+            400,
+            f"bad request: the body does not decode as its Content-Encoding says ({coding})",
+            reason="undecodable_body",
+            code="invalid_content_encoding",
+            close=True,
+        )
+    cause = type(error.__cause__ or error).__name__
+    return RefusedError(
+        400,
+        f"bad request: the body could not be read ({cause})",
+        reason="unreadable_body",
+        code="invalid_body",
+        close=True,
+    )
+
+
 async def read_body(request: web.Request, slot: Slot, limit: int) -> bytes:
-    """The body, read chunk by chunk up to ``limit`` bytes, each chunk counted against the
-    caller's bytes in flight."""
+    """The body, decoded, read chunk by chunk up to ``limit`` bytes, each chunk counted
+    against the caller's bytes in flight."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.content.iter_chunked(READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        slot.hold(len(chunk))
-        chunks.append(chunk)
+    try:
+        async for chunk in request.content.iter_chunked(READ_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            slot.hold(len(chunk))
+            chunks.append(chunk)
+    except web.RequestPayloadError as error:
+        raise unreadable_body(request, error) from None
     return b"".join(chunks)
 
 
@@ -107,6 +159,8 @@ async def multipart_without_model(
     then rebuilt), and counted so. A body that is no form is a 400."""
     try:
         return await _read_form(request, slot, limit)
+    except web.RequestPayloadError as error:
+        raise unreadable_body(request, error) from None
     except ValueError as error:  # aiohttp: no boundary, or the body does not start with it
         raise bad_request(f"bad request: the body is not a multipart form: {error}") from None
 

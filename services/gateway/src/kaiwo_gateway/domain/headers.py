@@ -14,7 +14,11 @@ Towards a model server, a request keeps its end-to-end headers (``traceparent``,
 * **forwarding claims**: ``Forwarded``, ``X-Forwarded-*``, ``X-Real-IP``. A client can write
   anything there, and the gateway adds none: a model server has no use for the caller's
   address, which the gateway's own logs keep;
-* ``X-Label-Selector``, which is the gateway's to read.
+* ``X-Label-Selector``, which is the gateway's to read;
+* ``Content-Encoding`` (decision 0219): aiohttp's server decodes a ``gzip`` or ``deflate``
+  body (``br`` and ``zstd`` with their libraries) as it is read, so the body the gateway
+  sends is the decoded one, its ``Content-Length`` set by the client library. A coding the
+  gateway does not decode (:func:`undecoded_coding`) is refused before the body is read.
 
 Towards the caller, a response loses its hop-by-hop headers and ``Set-Cookie`` (a model
 server must not set cookies on the gateway's origin, which every tenant shares).
@@ -53,7 +57,16 @@ FORWARDING: Final = frozenset(
         "x-real-ip",
     }
 )
-GATEWAY_ONLY: Final = frozenset({"host", "content-length", "expect", "x-label-selector"})
+GATEWAY_ONLY: Final = frozenset(
+    {"host", "content-length", "content-encoding", "expect", "x-label-selector"}
+)
+DECODED_CODINGS: Final = frozenset({"gzip", "deflate", "br", "zstd"})
+"""The request codings aiohttp's server decodes (the one ``Content-Encoding`` header's whole
+value, ASCII, any case). Without its library (Brotli, ``backports.zstd``), aiohttp itself
+answers ``br`` or ``zstd`` with a 400 before the gateway sees the request."""
+ACCEPTED_CODINGS: Final = "gzip, deflate"
+"""What a refusal of an undecoded coding says is accepted (``Accept-Encoding``; RFC 9110
+§15.5.16): the codings decoded whatever libraries are installed."""
 SET_COOKIE: Final = frozenset({"set-cookie", "set-cookie2"})
 _API_KEY_MARKS: Final = ("api-key", "api_key", "apikey")
 
@@ -69,6 +82,22 @@ def request_headers_for_backend(headers: Headers) -> list[tuple[str, str]]:
         for name, value in kept
         if name.lower() not in dropped and not _is_api_key(name.lower())
     ]
+
+
+def undecoded_coding(values: Iterable[str]) -> str | None:
+    """The request's ``Content-Encoding`` (``values``: every such header) when its body
+    reaches the gateway still encoded, else None. None: no coding, ``identity``, or one
+    coding of :data:`DECODED_CODINGS`. Anything else (``compress``, a list such as
+    ``gzip, br``, two headers) aiohttp leaves as it came: sent on without the header, the
+    bytes would be taken for plain ones."""
+    codings = [value.strip() for value in values]
+    if not codings:
+        return None
+    if len(codings) == 1:
+        coding = codings[0]
+        if not coding or (coding.isascii() and coding.lower() in {"identity", *DECODED_CODINGS}):
+            return None
+    return ", ".join(codings)
 
 
 def response_headers_for_caller(headers: Headers) -> list[tuple[str, str]]:
