@@ -209,8 +209,11 @@ class KubernetesAccess:
         except KubeError as error:
             self.metrics.access_checks.labels(check=check, answer="error", source="").inc()
             log.warning("a review was not answered", kind=review["kind"], error=str(error))
+            # The API server's words stay in the log: they name the service's account and
+            # the cluster's addresses, and the caller may not even be known (decision 0219).
             raise AccessUnavailableError(
-                f"access cannot be checked now ({review['kind']}: {error})"
+                f"access cannot be checked now: the Kubernetes API server did not answer the "
+                f"{review['kind']}; try again in a moment"
             ) from error
         status = answer.get("status")
         return status if isinstance(status, dict) else {}
