@@ -1,8 +1,9 @@
 """Print one line per public workload event (docs/events.md), with nats-py alone.
 
 It connects as the ``subscriber`` identity, which may read ``kaiwo.public.>`` and nothing
-else. After ``kaiwo up`` it finds the server and its key in ``.kaiwo/stack.json``
-(``KAIWO_STATE_DIR`` for another state directory); elsewhere set ``KAIWO_NATS_URL``,
+else. After ``kaiwo up`` it finds the server and its key in ``stack.json`` of the state
+directory, as the ``kaiwo`` command does: ``$KAIWO_STATE``, else ``.kaiwo`` here or in the
+nearest parent directory that has one. Elsewhere set ``KAIWO_NATS_URL``,
 ``KAIWO_NATS_CREDENTIALS_FILE`` (the ``subscriber.nk`` of ``kaiwo nats credentials``) and,
 with TLS, ``KAIWO_NATS_TLS_CA_FILE``.
 
@@ -33,10 +34,28 @@ def connection(identity: str) -> tuple[str, str, str | None]:
     url, seed = os.environ.get("KAIWO_NATS_URL"), os.environ.get("KAIWO_NATS_CREDENTIALS_FILE")
     if url and seed:
         return url, seed, os.environ.get("KAIWO_NATS_TLS_CA_FILE")
-    state = Path(os.environ.get("KAIWO_STATE_DIR", ".kaiwo")) / "stack.json"
-    stack = json.loads(state.read_text())
+    stack = json.loads(stack_file().read_text())
     seed = str(Path(stack["subscriberCredentialsFile"]).with_name(f"{identity}.nk"))
     return stack["natsUrl"], seed, stack.get("natsTlsCaFile")
+
+
+def stack_file() -> Path:
+    """``stack.json`` in ``$KAIWO_STATE`` (or ``$KAIWO_STATE_DIR``, which this example read
+    before), else in ``.kaiwo`` here or in the nearest parent directory that has one (or
+    here, as for the ``kaiwo`` command, docs/cli.md)."""
+    variable = next((v for v in ("KAIWO_STATE", "KAIWO_STATE_DIR") if os.environ.get(v)), None)
+    here = Path.cwd()
+    looked = [here, *(d / ".kaiwo" for d in (here, *here.parents))]
+    if variable:
+        looked = [Path(os.environ[variable])]
+    for directory in looked:
+        if (directory / "stack.json").is_file():
+            return directory / "stack.json"
+    where = f"${variable} ({looked[0]})" if variable else f".kaiwo of {here} or its parents"
+    raise SystemExit(
+        f"subscriber: no stack.json in {where}: start kaiwo up, export KAIWO_STATE=<its state "
+        "directory>, or set KAIWO_NATS_URL and KAIWO_NATS_CREDENTIALS_FILE"
+    )
 
 
 def line(event: dict) -> str:

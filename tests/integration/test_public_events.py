@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from kaiwo_cli.stack.state import StackState
 from kaiwo_contracts.events.permissions import (
     ADMIN,
+    CLI,
     PLANNER,
+    SUBSCRIBER,
     inbox_prefix,
     namespace_subscriber_identity,
     operator_identities,
@@ -80,7 +83,7 @@ async def a_whole_life(pipeline: Any) -> None:
 
 @pytest.mark.parametrize("pipeline", [real_sqlite()], indirect=True)
 async def test_the_example_subscriber_prints_the_whole_life_of_a_kaiwojob(pipeline: Any) -> None:
-    env = {**os.environ, "KAIWO_STATE_DIR": str(pipeline.stack.options.state_dir)}
+    env = {**os.environ, "KAIWO_STATE": str(pipeline.stack.options.state_dir)}
     subscriber = await asyncio.create_subprocess_exec(
         sys.executable,
         str(EXAMPLE),
@@ -215,3 +218,94 @@ async def test_the_example_with_a_namespaces_own_key_reads_that_namespace_and_re
         finally:
             await planner.close()
             await admin.close()
+
+
+async def first_line(env: dict[str, str], cwd: Path) -> tuple[int | None, str, str]:
+    """The example started in ``cwd``: its exit status (None while it runs), its first line
+    and what it wrote on stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLE),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(STEP_SECONDS):
+            raw = await process.stdout.readline()
+            code = process.returncode if raw else await process.wait()
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        _, errors = await process.communicate()
+    return code, raw.decode(), errors.decode()
+
+
+async def test_the_example_finds_the_stack_as_the_kaiwo_command_does(tmp_path: Path) -> None:
+    """The ``kaiwo up`` banner says ``export KAIWO_STATE=...``: the example read only
+    ``KAIWO_STATE_DIR`` or ``./.kaiwo`` and failed with a traceback. Now ``$KAIWO_STATE``, else
+    ``.kaiwo`` found upwards (decision 0021; ``KAIWO_STATE_DIR`` still works), and without a
+    stack one line naming where it looked."""
+    topology = bus_topology()
+    credentials = write_credentials(tmp_path / "credentials", operator_identities(topology))
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+
+        def connection(identity: str) -> NatsConnection:
+            return NatsConnection(
+                url=server.url,
+                credentials_file=credentials.seed(identity),
+                inbox_prefix=inbox_prefix(identity),
+            )
+
+        admin = await NatsBus.connect(connection(ADMIN), topology=topology)
+        planner = await NatsBus.connect(connection(PLANNER), topology=topology)
+        try:
+            await admin.ensure_streams()
+            await planner.publish_raw(
+                public_workload_subject(namespace="team-a", kind="KaiwoJob", uid=UID),
+                body=told_event("team-a", "ours", "submitted", ""),
+                headers={"ce-type": "ai.silogen.kaiwo.public.workload.v1", "Nats-Msg-Id": "1"},
+            )
+        finally:
+            await planner.close()
+            await admin.close()
+        checkout = tmp_path / "checkout"
+        StackState(
+            nats_url=server.url,
+            cli_credentials_file=credentials.seed(CLI),
+            event_store_url=f"sqlite:///{checkout / '.kaiwo' / 'events.db'}",
+            subscriber_credentials_file=credentials.seed(SUBSCRIBER),
+        ).write(checkout / ".kaiwo")
+        (checkout / "src" / "deep").mkdir(parents=True)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        told = "2026-03-01T12:30:05Z submitted KaiwoJob team-a/ours phase=- user=ada@example.com "
+        told += "queue=kaiwo\n"
+        plain = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("KAIWO_STATE", "KAIWO_STATE_DIR") and not key.startswith("KAIWO_NATS")
+        }
+
+        state = str(checkout / ".kaiwo")
+        assert await first_line({**plain, "KAIWO_STATE": state}, elsewhere) == (None, told, "")
+        assert await first_line(plain, checkout / "src" / "deep") == (None, told, "")
+        assert await first_line({**plain, "KAIWO_STATE_DIR": state}, elsewhere) == (None, told, "")
+
+        empty = str(tmp_path / "empty")
+        assert await first_line({**plain, "KAIWO_STATE": empty}, checkout) == (
+            1,
+            "",
+            f"subscriber: no stack.json in $KAIWO_STATE ({empty}): start kaiwo up, export "
+            "KAIWO_STATE=<its state directory>, or set KAIWO_NATS_URL and "
+            "KAIWO_NATS_CREDENTIALS_FILE\n",
+        )
+        assert await first_line(plain, elsewhere) == (
+            1,
+            "",
+            f"subscriber: no stack.json in .kaiwo of {elsewhere} or its parents: start kaiwo "
+            "up, export KAIWO_STATE=<its state directory>, or set KAIWO_NATS_URL and "
+            "KAIWO_NATS_CREDENTIALS_FILE\n",
+        )

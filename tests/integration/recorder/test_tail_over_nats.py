@@ -1,20 +1,39 @@
 """``kaiwo events tail`` against a real nats-server: live events, filtered, one line each.
 Observations are internal (``--internal``: a reader's key may read them, the CLI's may not,
-decision 0039; this server has no authentication)."""
+decision 0039); these servers have no authentication, but that of the last test, which has
+the operator's keys and refuses a key the subjects it may not read."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    CLI,
+    SUBSCRIBER,
+    WATCHER,
+    inbox_prefix,
+    operator_identities,
+    reader_identity,
+)
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_connection import NatsConnection
+from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer
 
 pytestmark = pytest.mark.nats
+
+KAIWO: Final = str(Path(sys.executable).parent / "kaiwo")
+REFUSED_WITHIN: Final = 30.0
+"""A refused tail ends in well under a second; a hang (what it did) fails the test here."""
 
 
 async def test_tail_prints_the_live_events_that_match(
@@ -93,3 +112,95 @@ async def test_tail_says_a_poison_message_is_unreadable_and_goes_on(
     [good] = [line for line in result.output.splitlines() if not line.startswith("(unreadable")]
     assert poison.startswith(f"(unreadable message on {subject}: too-deep: nested deeper than 201")
     assert "obs.observed.v1" in good
+
+
+async def tail_process(tmp_path: Path, *arguments: str) -> tuple[int, str, str]:
+    """``kaiwo events tail`` in a process of its own, killed when it does not end (a hang
+    must fail the test, not stop it); no stack to find (``$KAIWO_STATE`` is empty)."""
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "KAIWO_STATE": str(tmp_path / "none")}
+    process = await asyncio.create_subprocess_exec(
+        KAIWO,
+        *("events", "tail", *arguments),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), REFUSED_WITHIN)
+    except TimeoutError:
+        process.kill()
+        await process.communicate()
+        raise AssertionError(f"kaiwo events tail {' '.join(arguments)} did not end") from None
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_tail_refused_its_subjects_exits_2_naming_the_key_and_the_one_that_reads_them(
+    tmp_path: Path, make_observation: Any
+) -> None:
+    """docs/cli.md: exit 2 when NATS refuses. The CLI's own key asked for ``--internal``
+    (``kaiwo.>``, decision 0039) used to get a permissions violation on the log and wait for
+    good; the subscriber's key refused the results the same. A reader's key reads them."""
+    topology = bus_topology()
+    credentials = write_credentials(
+        tmp_path / "credentials", (*operator_identities(topology), reader_identity("audit"))
+    )
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        cli, subscriber = credentials.seed(CLI), credentials.seed(SUBSCRIBER)
+
+        internal = await tail_process(
+            tmp_path, "--nats", server.url, "--credentials", str(cli), "--internal"
+        )
+        assert internal == (
+            2,
+            "",
+            f"kaiwo events: NATS refused: the key {cli} may not read kaiwo.>; --internal "
+            "takes a reader's key (kaiwo nats credentials --out DIR --keep --reader NAME "
+            "writes DIR/NAME.nk), given with --credentials; without --internal the CLI's key "
+            "reads the events that carry no object\n",
+        )
+
+        public_only = await tail_process(
+            tmp_path, "--nats", server.url, "--credentials", str(subscriber)
+        )
+        assert public_only == (
+            2,
+            "",
+            f"kaiwo events: NATS refused: the key {subscriber} may not read kaiwo.res.>, "
+            "kaiwo.mon.>, kaiwo.gateway.>; tail takes the CLI's key (kaiwo up's, found "
+            "without flags; cli.nk of kaiwo nats credentials) or a reader's, given with "
+            "--credentials\n",
+        )
+
+        # The key named reads them: a reader's, with --internal, prints an observation.
+        def connection(identity: str) -> NatsConnection:
+            return NatsConnection(
+                url=server.url,
+                credentials_file=credentials.seed(identity),
+                inbox_prefix=inbox_prefix(identity),
+            )
+
+        admin = await NatsBus.connect(connection(ADMIN), topology=topology)
+        watcher = await NatsBus.connect(connection(WATCHER), topology=topology)
+        try:
+            await admin.ensure_streams()
+            reading = asyncio.create_task(
+                tail_process(
+                    tmp_path,
+                    *("--nats", server.url, "--credentials", str(credentials.seed("audit"))),
+                    *("--internal", "--count", "1"),
+                )
+            )
+            number = 0
+            while not reading.done() and number < 1000:  # until tail has subscribed
+                envelope, subject = make_observation(number)
+                await watcher.publish(envelope, subject)
+                number += 1
+                await asyncio.sleep(0.02)
+            code, out, err = await reading
+        finally:
+            await watcher.close()
+            await admin.close()
+        assert (code, err) == (0, ""), err
+        assert "obs.observed.v1" in out

@@ -17,8 +17,12 @@ import click
 F = TypeVar("F", bound=Callable[..., object])
 
 OUTPUT_FORMATS: Final = ("wide", "yaml", "json", "name")
+OBJECT_FORMATS: Final = ("yaml", "json", "name")
+"""``status -o``: the object itself. Its report is wider than any row (decision 0221)."""
 HELP: Final = {
-    "namespace": "Namespace (default: the kubeconfig context's; list and queues: every one).",
+    "namespace": "Namespace (default: the kubeconfig context's; list, queues and gpus: every one).",
+    "submit_namespace": "Namespace of a manifest that names none (default: default, as "
+    "upstream's; not the kubeconfig context's).",
     "all_namespaces": "Every namespace.",
     "kubeconfig": "Cluster to talk to; default: the one kaiwo up operates, else $KUBECONFIG, "
     "else ~/.kube/config.",
@@ -26,12 +30,18 @@ HELP: Final = {
     "state": "The state directory of kaiwo up (its stack.json); default: .kaiwo here or in a "
     "parent directory.",
     "output": "wide, yaml, json or name (default: a table).",
+    "status_output": "yaml, json or name: the object (default: the report).",
     "watch": "Keep printing changes.",
 }
 
 
 def namespace_option(command: F) -> F:
-    return click.option("--namespace", "-n", default=None, help=HELP["namespace"])(command)
+    return namespace_option_saying(HELP["namespace"])(command)
+
+
+def namespace_option_saying(help_text: str) -> Callable[[F], F]:
+    """``-n/--namespace`` for a command whose default is not the others' (``submit``)."""
+    return click.option("--namespace", "-n", default=None, help=help_text)
 
 
 def all_namespaces_option(command: F) -> F:
@@ -41,7 +51,12 @@ def all_namespaces_option(command: F) -> F:
 
 
 def output_option(command: F) -> F:
-    return click.option("--output", "-o", default=None, help=HELP["output"])(command)
+    return output_option_saying(HELP["output"])(command)
+
+
+def output_option_saying(help_text: str) -> Callable[[F], F]:
+    """``-o/--output`` for a command that takes other formats than ``list`` (``status``)."""
+    return click.option("--output", "-o", default=None, help=help_text)
 
 
 def cluster_options(command: F) -> F:

@@ -69,7 +69,9 @@ def plan(
     filename: Annotated[
         Path,
         typer.Option(
-            "--filename", "-f", help="The manifest(s) to plan: a YAML file or a directory."
+            "--filename",
+            "-f",
+            help="The manifest(s) to plan: a YAML file or a directory; - for stdin.",
         ),
     ],
     nodes: Annotated[

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from kaiwo_cli.commands.plan_output import (
     display_name,
 )
-from kaiwo_cli.manifest_files import ManifestReadError, manifest_paths, read_documents
+from kaiwo_cli.manifest_files import STDIN, ManifestReadError, manifest_paths, read_documents
 from kaiwo_cli.model_assumptions import AssumedPlan
 from kaiwo_cli.offline_cluster import (
     Document,
@@ -56,9 +56,15 @@ def parse_now(text: str | None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def documents_in(path: Path) -> Iterator[Document]:
-    """The objects of a file or directory; ``List`` documents are opened into their items."""
-    if not path.exists():
+def documents_in(path: Path, *, stdin: bool = False) -> Iterator[Document]:
+    """The objects of a file or directory (``stdin``: ``-`` is standard input, for ``-f``);
+    ``List`` documents are opened into their items."""
+    if str(path) == STDIN and not stdin:
+        raise InputError(
+            f"{path}: standard input is read for -f only (--nodes, --config, --queue-config "
+            "and --observed take files)"
+        )
+    if str(path) != STDIN and not path.exists():
         raise InputError(f"{path}: no such file or directory")
     for source in manifest_paths([path]):
         try:
@@ -156,7 +162,9 @@ def read_cluster(
     observed: Path | None,
     now: datetime,
 ) -> OfflineCluster:
-    manifests = [Document(d.source, _as_wire(d.content)) for d in documents_in(filename)]
+    manifests = [
+        Document(d.source, _as_wire(d.content)) for d in documents_in(filename, stdin=True)
+    ]
     if not manifests:
         raise InputError(f"{filename}: no manifests found")
     for document in manifests:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kaiwo_cli.commands.options import (
+    HELP,
     cluster_options,
-    namespace_option,
+    namespace_option_saying,
 )
 from kaiwo_cli.workload_follow import (
     NotSettledError,
@@ -68,7 +69,7 @@ from kaiwo_cli.commands.workload_access import (
     metavar="SECONDS",
     help="With --wait (required): give up after this many seconds, exit 3.",
 )
-@namespace_option
+@namespace_option_saying(HELP["submit_namespace"])
 @cluster_options
 def submit(
     *,

@@ -11,11 +11,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from kaiwo_cli.manifest_files import (
+    STDIN,
     ManifestDocument,
     ManifestReadError,
     manifest_paths,
     read_documents,
 )
+
+
+def _existing_or_stdin(paths: list[Path]) -> list[Path]:
+    """``exists=True`` (its words), but ``-`` is standard input (read by ``read_documents``)."""
+    for path in paths:
+        if str(path) != STDIN and not path.exists():
+            raise typer.BadParameter(f"path {str(path)!r} does not exist.")
+    return paths
 
 
 def validate(
@@ -24,8 +33,9 @@ def validate(
         typer.Option(
             "--filename",
             "-f",
-            help="A manifest file or a directory of them (repeatable); multi-document YAML.",
-            exists=True,
+            help="A manifest file or a directory of them (repeatable); multi-document YAML; "
+            "- for stdin.",
+            callback=_existing_or_stdin,
         ),
     ],
 ) -> None:

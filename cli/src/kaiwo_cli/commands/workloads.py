@@ -24,11 +24,13 @@ import click
 
 from kaiwo_cli.commands.options import (
     HELP,
+    OBJECT_FORMATS,
     all_namespaces_option,
     check_output,
     cluster_options,
     namespace_option,
     output_option,
+    output_option_saying,
 )
 from kaiwo_cli.commands.workload_access import (
     POLL_SECONDS,
@@ -144,7 +146,7 @@ def _key(workload: dict[str, Any]) -> tuple[str, str, str]:
 @click.command()
 @workload_argument
 @namespace_option
-@output_option
+@output_option_saying(HELP["status_output"])
 @click.option(
     "--watch",
     "-w",
@@ -167,7 +169,7 @@ def status(
 
     Exit 1 when there is no such workload; 2 when the cluster cannot be reached or refuses.
     """
-    check_output(output, allowed=("yaml", "json", "name"))
+    check_output(output, allowed=OBJECT_FORMATS)
     target = resolve_target(kubeconfig, context, state)
     ns, name, kind = workload_reference("status", workload, namespace=namespace, target=target)
 

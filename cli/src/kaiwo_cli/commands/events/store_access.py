@@ -58,7 +58,9 @@ def stdout_console() -> Console:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    # soft_wrap: a message is one line however narrow the terminal or pipe (80 columns in a
+    # pipe cut a long one into three).
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 NOTHING_TO_SHOW_EXIT = 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -139,8 +141,11 @@ async def _tail(
     console = stdout_console()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     connection = connection_of()
+    refusals = Refusals()
     try:
-        client = await connect_client(connection, connect_timeout=5, max_reconnect_attempts=3)
+        client = await connect_client(
+            connection, connect_timeout=5, max_reconnect_attempts=3, error_cb=refusals.note
+        )
     except CONNECT_ERRORS as error:
         raise CommandError(
             f"NATS at {connection.redacted_url} is unreachable: {redact_secrets(str(error))}"
@@ -154,6 +159,15 @@ async def _tail(
         # Subscribe before reading the store, so nothing falls between the two.
         for subject in subjects:
             await client.subscribe(subject, cb=queue.put)
+        # The server refuses a subscription with an error before it answers the flush's
+        # ping, and keeps the connection: without this, tail waited for good on nothing.
+        try:
+            await client.flush(timeout=5)
+        except CONNECT_ERRORS as error:
+            raise CommandError(
+                f"NATS at {connection.redacted_url} did not answer: {redact_secrets(str(error))}"
+            ) from error
+        refusals.check(connection, subjects)
         seen: set[str] = set()
         if from_store:
             async with opened_store(store_url) as opened:
@@ -165,16 +179,62 @@ async def _tail(
         while not stop.is_set() and (count is None or printed < count):
             getter = asyncio.ensure_future(queue.get())
             stopper = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            for pending in (getter, stopper):
+            refused = asyncio.ensure_future(refusals.any.wait())
+            done, _ = await asyncio.wait(
+                {getter, stopper, refused}, return_when=asyncio.FIRST_COMPLETED
+            )
+            for pending in (getter, stopper, refused):
                 if pending not in done:
                     pending.cancel()
+            refusals.check(connection, subjects)
             if getter not in done:
                 break
             message = getter.result()
             printed += _print_live(console, message, wanted, seen)
     finally:
         await client.close()
+
+
+_REFUSED_SUBSCRIPTION: Final = re.compile(r'permissions violation for subscription to "([^"]+)"')
+
+
+class Refusals:
+    """The subjects the server refused this key (nats-py hands them to its error callback;
+    the default callback only logged them)."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+        self.any = asyncio.Event()
+
+    async def note(self, error: Exception) -> None:
+        found = _REFUSED_SUBSCRIPTION.search(str(error).lower())
+        if found is None:  # anything else is logged, as nats-py's own callback does
+            logging.getLogger("nats.aio.client").error("nats: encountered error", exc_info=error)
+            return
+        self.subjects.append(found.group(1))
+        self.any.set()
+
+    def check(self, connection: NatsConnection, subjects: tuple[str, ...]) -> None:
+        """One line naming the key, what it may not read and which key would (exit 2)."""
+        if not self.subjects:
+            return
+        key = connection.credentials_file
+        who = f"the key {key}" if key else "the user of the URL"
+        if connection.anonymous:
+            who = "a connection without a key"
+        refused = ", ".join(self.subjects)
+        if subjects == TAIL_ALL:
+            which = (
+                "--internal takes a reader's key (kaiwo nats credentials --out DIR --keep "
+                "--reader NAME writes DIR/NAME.nk), given with --credentials; without "
+                "--internal the CLI's key reads the events that carry no object"
+            )
+        else:
+            which = (
+                "tail takes the CLI's key (kaiwo up's, found without flags; cli.nk of kaiwo "
+                "nats credentials) or a reader's, given with --credentials"
+            )
+        raise CommandError(f"NATS refused: {who} may not read {refused}; {which}")
 
 
 def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> None:
