@@ -13,7 +13,9 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    and including the plan's ``mon_sequence``, so decisions that depended on findings (the
    ``ResourceUnderutilization`` condition, terminations, idle preemption) are reproduced;
    and every recorded autoscaler decision (``ScaleDecidedV1`` of ``KAIWO_GATEWAY``) up to and
-   including the plan's ``scale_sequence``, so a Model's plan scales it as it did;
+   including the plan's ``scale_sequence``, so a Model's plan scales it as it did. Exactly
+   those, and none later, even when a plan judged before had read later ones: each planner
+   replica reads those streams on its own (decision 0220);
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the planning context of the projection's cluster state and
    ``now = planned_at``. The context is carried from plan to plan as the planner service
@@ -30,12 +32,13 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
 Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
 projection does not hold are *skipped*, with the reason.
 
-Replay assumes one planner projection of the whole ``KAIWO_OBS`` stream, as the planner has
-without partitions; with ``KAIWO_BUS_PARTITIONS`` > 1 a replica's projection holds only its
-partitions and the cluster-scoped facts, and a replayed plan that depends on workloads of
-other partitions may differ.
+Every planner replica, with partitions too, holds a projection of the whole cluster: it
+reads the whole of ``KAIWO_OBS``, ``KAIWO_MON`` and ``KAIWO_GATEWAY`` (decision 0030), and
+plans only the owners of its partitions. So one projection serves the plans of every
+replica, each judged with the inputs its own replica had read (decision 0220).
 
-Modules: ``recorded`` (reading the store's events in stream order), ``replanning`` (the pure
+Modules: ``recorded`` (reading the store's events in stream order), ``readings_as_of`` (the
+findings and scale decisions as of any plan's sequences), ``replanning`` (the pure
 replay, :func:`~kaiwo_cli.replay.replanning.replay_recorded`: events in, verdicts out, for
 tests and benchmarks), ``comparison`` (verdicts and diffs), ``store``
 (:func:`~kaiwo_cli.replay.store.replay_from_store`, which reads the events as it goes) and

@@ -123,7 +123,12 @@ PlanOrder = tuple[int, int, int, int]
 
 
 def plan_order(event: StoredEvent) -> PlanOrder:
-    """The order one planner published its plans in: every sequence only moves forward."""
+    """The order replay judges plans in: by ``obsSequence``, which orders the plans of every
+    planner replica (each reads the whole of ``KAIWO_OBS`` in order); then by
+    ``monSequence``, ``scaleSequence`` and recording position, the order one planner
+    published them in (its sequences only move forward). Another replica reads ``KAIWO_MON``
+    and ``KAIWO_GATEWAY`` on its own: its plan may come before another's with higher
+    sequences of those (each plan is judged as of its own, decision 0220)."""
     data = event.data
     try:
         return (

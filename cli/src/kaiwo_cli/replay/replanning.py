@@ -8,13 +8,17 @@ from collections.abc import (
     Iterable,
     Sequence,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_eventstore import StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
-from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import (
+    FINDINGS,
+    SCALE_REQUESTS,
+    PlanningContext,
+)
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
@@ -29,6 +33,7 @@ from kaiwo_cli.replay.comparison import (
     no_verdicts,
     skipped_verdict,
 )
+from kaiwo_cli.replay.readings_as_of import CHANGES_KEPT, ReadingsAsOf
 from kaiwo_cli.replay.recorded import (
     PLAN_TYPE,
     decided_plan,
@@ -110,13 +115,17 @@ def _replay(
     return replayer.report()
 
 
-def _fresh_context(projection: Projection) -> PlanningContext:
-    return PlanningContext.of(projection.cluster_state())
-
-
 class Replayer:
     """The projection a replay builds, the verdicts on the plans it is handed in order, and
-    their tally. Plans are judged as they come, so a caller may keep only some verdicts."""
+    their tally. Plans are judged as they come, so a caller may keep only some verdicts.
+
+    The inputs are taken in forward only, each in stream order, as far as the plans need.
+    Observations are applied to :attr:`projection`, which plans are judged against: plans
+    come in ``obsSequence`` order (every planner replica reads the whole of ``KAIWO_OBS``).
+    Findings and scale decisions go to the projection too, and each plan is judged with
+    those *as of its own* ``monSequence`` and ``scaleSequence`` (:class:`ReadingsAsOf`):
+    planner replicas read ``KAIWO_MON`` and ``KAIWO_GATEWAY`` each on its own, so a plan
+    judged after another may have read fewer of them (decision 0220)."""
 
     def __init__(
         self,
@@ -125,14 +134,18 @@ class Replayer:
         keep: Callable[[PlanReplay], bool] | None = None,
         on_verdict: VerdictSink | None = None,
         fresh_contexts: bool = False,
+        changes_kept: int = CHANGES_KEPT,
     ) -> None:
         self._plan_fn = plan_fn
         self._fresh_contexts = fresh_contexts
-        self._contexts = PlanningContextKeeper()
+        self._contexts = _CarriedContext()
         self._keep = keep
         self._on_verdict = on_verdict
         # The observations are not shared with anything else: no copies with shared strings.
         self.projection = Projection(share_strings=False)
+        self.findings = ReadingsAsOf(self.projection.findings, kept=changes_kept)
+        self.scale_requests = ReadingsAsOf(self.projection.scale_requests, kept=changes_kept)
+        self._as_of: tuple[ClusterState, ClusterState] | None = None
         self.observations = 0
         self.obs_through = 0
         self._kept: list[PlanReplay] = []
@@ -148,26 +161,76 @@ class Replayer:
         self.obs_through = items[-1][0]
 
     def apply_findings(self, items: Iterable[tuple[int, WorkloadFinding]]) -> None:
+        """Take in findings in sequence order (those at or below a sequence already taken
+        change nothing), as the planner takes them in."""
+        findings = self.findings
         for sequence, finding in items:
+            before = findings.latest
             self.projection.apply_finding(finding, sequence=sequence)
+            findings.took(sequence, finding.uid, before)
 
     def apply_scale_requests(self, items: Iterable[tuple[int, ScaleRequest]]) -> None:
+        """Take in scale decisions in sequence order, as :meth:`apply_findings` findings."""
+        requests = self.scale_requests
         for sequence, request in items:
+            before = requests.latest
             self.projection.apply_scale_request(request, sequence=sequence)
+            requests.took(sequence, request.uid, before)
 
     def judge(self, event: StoredEvent, decided: PlanDecidedV1 | None) -> PlanReplay:
+        state = self._state_as_of(decided) if decided is not None else None
         if decided is None:
             verdict = skipped_verdict(event, UNPARSABLE)
-        elif self._fresh_contexts:
-            verdict = judge_plan(event, decided, self.projection, self._plan_fn, _fresh_context)
+        elif state is None:
+            verdict = skipped_verdict(event, self._let_go_reason(decided), decided)
         else:
-            verdict = judge_plan(
-                event, decided, self.projection, self._plan_fn, self._contexts.context
-            )
-            if verdict.outcome == "differs":  # confirmed from scratch: the reference
-                verdict = judge_plan(event, decided, self.projection, self._plan_fn, _fresh_context)
+
+            def fresh(_projection: Projection) -> PlanningContext:
+                return PlanningContext.of(state)
+
+            def carried(projection: Projection) -> PlanningContext:
+                return self._contexts.context(projection, state)
+
+            context_of = fresh if self._fresh_contexts else carried
+            verdict = judge_plan(event, decided, self.projection, self._plan_fn, context_of)
+            if verdict.outcome == "differs" and not self._fresh_contexts:
+                # Confirmed from scratch: the reference.
+                verdict = judge_plan(event, decided, self.projection, self._plan_fn, fresh)
         self.record(verdict)
         return verdict
+
+    def _state_as_of(self, decided: PlanDecidedV1) -> ClusterState | None:
+        """The projection's cluster state with the findings and scale decisions as of the
+        plan's sequences; None when the replay let go of what it would take to go back."""
+        findings = self.findings.as_of(decided.mon_sequence)
+        requests = self.scale_requests.as_of(decided.scale_sequence)
+        if findings is None or requests is None:
+            return None
+        state = self.projection.cluster_state()
+        if state.findings is findings and state.scale_requests is requests:
+            return state  # the latest of each, as one planner's plans have them
+        held = self._as_of
+        if (
+            held is not None
+            and held[0] is state
+            and held[1].findings is findings
+            and held[1].scale_requests is requests
+        ):
+            return held[1]
+        as_of = replace(state, findings=findings, scale_requests=requests)
+        self._as_of = (state, as_of)
+        return as_of
+
+    def _let_go_reason(self, decided: PlanDecidedV1) -> str:
+        behind = [
+            f"{name} up to {sequence}, and the replay keeps them as of {kept.floor} on"
+            for name, sequence, kept in (
+                ("monitor findings", decided.mon_sequence, self.findings),
+                ("scale decisions", decided.scale_sequence, self.scale_requests),
+            )
+            if sequence < kept.floor
+        ]
+        return f"its planner had read {' and '.join(behind)} (too far behind to go back to)"
 
     def record(self, verdict: PlanReplay) -> None:
         self._tally[verdict.outcome] += 1
@@ -183,3 +246,32 @@ class Replayer:
             tally=dict(self._tally),
             late_observations=late_observations,
         )
+
+
+class _CarriedContext:
+    """One planning context carried from plan to plan, as the planner service's
+    :class:`~kaiwo_planner.domain.state.context_keeper.PlanningContextKeeper` carries it along
+    its projection, over states whose findings and scale decisions are those as of each
+    plan's sequences: moved to each new state, told the kinds the projection changed since,
+    and the findings and the scale decisions when they are not the same as the last."""
+
+    __slots__ = ("_context", "_version")
+
+    def __init__(self) -> None:
+        self._context: PlanningContext | None = None
+        self._version = -1
+
+    def context(self, projection: Projection, state: ClusterState) -> PlanningContext:
+        context = self._context
+        if context is None:
+            context = PlanningContext.of(state)
+        elif context.cluster is not state:
+            last = context.cluster
+            changed = set(projection.kinds_changed_since(self._version))
+            if last.findings is not state.findings:
+                changed.add(FINDINGS)
+            if last.scale_requests is not state.scale_requests:
+                changed.add(SCALE_REQUESTS)
+            context = context.moved_to(state, changed=changed)
+        self._context, self._version = context, projection.version
+        return context

@@ -86,16 +86,22 @@ async def replay_from_store(
     accepts (all by default) and counts every one.
 
     Order. The recorder stores each NATS stream through one consumer, in stream order, batch
-    by batch; one planner publishes its plans with every sequence moving forward. So
-    recording order is stream order, give or take a redelivered batch: each input is put in
-    stream-sequence order over what has been read (at least one batch past the plan's
-    sequence), and plans over a window of ``plan_window``. An observation recorded after the
-    replay has passed its sequence cannot be applied any more: it is counted in
-    ``late_observations``; a plan that comes after the replay applied observations past its
-    ``obsSequence`` is *skipped*, saying so. Neither happens to a store one recorder wrote.
+    by batch. So recording order is stream order, give or take a redelivered batch: each
+    input is put in stream-sequence order over what has been read (at least one batch past
+    the plan's sequence), and plans in publishing order (:func:`plan_order`: by
+    ``obsSequence`` first) over a window of ``plan_window``. Every planner replica reads the
+    whole of ``KAIWO_OBS`` in order, so observations are only ever applied forward; an
+    observation recorded after the replay has passed its sequence cannot be applied any
+    more: it is counted in ``late_observations``; a plan that comes after the replay applied
+    observations past its ``obsSequence`` is *skipped*, saying so. Neither happens to a
+    store one recorder wrote. Findings and scale decisions are also read forward only, as
+    far as the furthest plan needs, but each replica reads them on its own (decision 0030):
+    a plan judged after another may have read fewer. So each plan is judged with the
+    findings and scale decisions as of its own ``monSequence`` and ``scaleSequence``
+    (:class:`~kaiwo_cli.replay.replanning.Replayer`, decision 0220).
 
-    Planning contexts. By default replay carries one planning context along the projection,
-    as the planner service does (:class:`PlanningContextKeeper`: values whose inputs did not
+    Planning contexts. By default replay carries one planning context from plan to plan,
+    as the planner service carries it along its projection (values whose inputs did not
     change are kept), and judges a plan that differs again with a fresh context, whose
     verdict is the one reported: a difference is always one from scratch. Working
     everything out afresh for every plan (``fresh_contexts``, ``--fresh-contexts``) is
