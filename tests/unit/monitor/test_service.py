@@ -269,6 +269,29 @@ async def test_metrics_of_a_tick(kit: Kit) -> None:
     )
 
 
+async def test_the_utilization_gauge_is_emptied_while_scrapes_fail(kit: Kit) -> None:
+    """``kaiwo_monitor_gpu_utilization_ratio`` is the use at the last scrape: a scrape that
+    fails measured nothing, and the series kept showing the tick before it, as if measured
+    now, for as long as the endpoint stayed down (decision 0228)."""
+    kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
+    service = kit.service()
+    await service.tick()
+    gauge = "kaiwo_monitor_gpu_utilization_ratio"
+    chat = {"namespace": "team-b", "workload_kind": "KaiwoService"}
+    assert sample_value(service.metrics, gauge, chat) == 0.5
+
+    kit.scraper.failure = "http://prometheus.example:9090/api/v1/query is unreachable"
+    assert await service.tick() is None
+
+    assert sample_value(service.metrics, gauge, chat) is None
+    train = {"namespace": "team-a", "workload_kind": "KaiwoJob"}
+    assert sample_value(service.metrics, gauge, train) is None
+
+    kit.scraper.failure = None
+    await service.tick()
+    assert sample_value(service.metrics, gauge, chat) == 0.5
+
+
 async def test_a_frozen_reading_is_no_reading_and_is_counted(kit: Kit) -> None:
     """Decision 0177: an idle reading taken three minutes before the tick (an exporter that
     stamps its own samples and stopped) neither opens a stretch nor counts as a reading."""

@@ -110,6 +110,65 @@ def test_the_workload_averages_its_pods() -> None:
     assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
 
 
+def test_a_workload_uses_what_its_gpus_use_together_whatever_pod_holds_them() -> None:
+    """The API reference: "the percentage utilization versus the requested capacity".
+    Seven GPUs at 0 % in one pod and one at 100 % in another use 100 of 800 percent-GPUs,
+    12.5 % (the mean of the pods' ratios said 50 %), below a threshold of 20 %. The pods'
+    own ratios stay what idleness aggregates (decision 0228)."""
+    pods = [a_pod("train-0", gpus=7), a_pod("train-1", gpus=1)]
+    samples = [*(reading("train-0", str(gpu), 0.0) for gpu in range(7))]
+    samples.append(reading("train-1", "0", 100.0))
+
+    result = run(pods, samples, policy=MonitoringPolicy(threshold_percent=20.0))
+
+    (judgment,) = result.judgments
+    utilization = judgment.utilization
+    assert (utilization.percent, utilization.ratio) == (12.5, 0.125)
+    assert utilization.pod_percents == (0.0, 100.0)
+    assert (utilization.gpu_count, utilization.pod_count) == (8, 2)
+    assert judgment.underutilized_since == NOW
+    assert [finding.since for finding in result.underutilized] == [NOW]
+    assert [utilization.aggregated(a) for a in ("Min", "Max", "Avg")] == [0.0, 100.0, 50.0]
+
+
+def test_the_monitor_judges_the_ratio_it_publishes_against_the_capped_threshold() -> None:
+    """Decision 0228: the planner reads the published ratio (4 digits) against the threshold
+    as a ratio capped at 1. A reading of 0.99996 % is published as 0.01, not below 1 %; a
+    reading of 100 % is not below a threshold of 150 % (capped: 1.0). The monitor opened a
+    stretch for both, and announced it, where the planner saw none; 0.99 % is below 1 %."""
+    for threshold, percent, published in [(1.0, 0.99996, 0.01), (150.0, 100.0, 1.0)]:
+        result = run(
+            [a_pod("train-0")],
+            [reading("train-0", "0", percent)],
+            policy=MonitoringPolicy(threshold_percent=threshold),
+        )
+        (judgment,) = result.judgments
+        assert judgment.utilization.ratio == published
+        assert (judgment.underutilized_since, result.underutilized) == (None, ()), threshold
+        assert result.states == {}
+    low = run([a_pod("train-0")], [reading("train-0", "0", 0.99)])
+    assert low.judgments[0].utilization.ratio == 0.0099
+    assert low.judgments[0].underutilized_since == NOW
+
+
+def test_idleness_is_judged_on_the_published_ratio_against_the_capped_threshold() -> None:
+    """The same rule for the idle stretch: 4.99996 % is published as 0.05, not below 5 %;
+    100 % is not below 150 % (capped)."""
+    for threshold, percent in [(5.0, 4.99996), (150.0, 100.0)]:
+        result = assess(
+            pods=[a_pod("train-0")],
+            samples=[reading("train-0", "0", percent)],
+            states={},
+            policy=DEFAULT,
+            now=NOW,
+            preemption={UID_A: GpuPreemptionSettings(threshold_percent=threshold)},
+        )
+        (judgment,) = result.judgments
+        assert judgment.idle is not None
+        assert judgment.idle.since is None, threshold
+        assert result.states == {}
+
+
 def test_a_gpu_pod_without_readings_makes_the_utilization_unknown() -> None:
     """Decision 0173: the other pod's readings alone say nothing of the unread one."""
     result = run([a_pod("train-0"), a_pod("train-1")], [reading("train-0", "0", 30.0)])

@@ -2430,7 +2430,7 @@ def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(
         "observedGeneration": 1,
         "lastTransitionTime": T_NOW,
         "reason": "GpuUtilizationLow",
-        "message": "GPU utilization has been below 1% of the 4 requested GPU(s) since "
+        "message": "GPU utilization has been below 1% of the requested GPUs since "
         "2026-01-01T11:55:00Z",
     }
     assert low.status is not None and low.status["status"] == "RUNNING"
@@ -2439,7 +2439,7 @@ def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(
         EventIntent(
             type="Warning",
             reason="GpuUtilizationLow",
-            message="GPU utilization has been below 1% of the 4 requested GPU(s) since "
+            message="GPU utilization has been below 1% of the requested GPUs since "
             "2026-01-01T11:55:00Z",
         ),
     )
@@ -3121,7 +3121,7 @@ def test_a_stretch_the_monitor_started_anew_under_a_lowered_threshold_is_not_due
     plan = plan_of(owner, with_findings(cluster, restarted), NOW)
     assert plan.status is not None and plan.status["status"] == "RUNNING"
     assert condition(plan, "ResourceUnderutilization")["message"] == (
-        "GPU utilization has been below 20% of the 4 requested GPU(s) since 2026-01-01T11:00:00Z"
+        "GPU utilization has been below 20% of the requested GPUs since 2026-01-01T11:00:00Z"
     )
     # The monitor has not read the new threshold yet: below 50 % says nothing of 20 %.
     older_measure = finding(
@@ -3179,6 +3179,106 @@ def test_an_opted_in_workload_shows_its_idle_stretch_in_the_gpu_idle_condition(c
     quiet = planned(owner=plain, cluster=with_findings(cluster, finding()), now=NOW)
     assert quiet is not None and quiet.status is not None
     assert "GpuIdle" not in {c["type"] for c in quiet.status.get("conditions") or ()}
+
+
+def test_the_gpu_idle_condition_is_withdrawn_once_the_workload_opts_out_or_stops_running(
+    cluster_with: Callable[..., ClusterState],
+) -> None:
+    """Decision 0228: ``GpuIdle`` True stayed for good once the workload opted out or stopped
+    running, promising a preemption that would never come (``kaiwo gpus`` and the console
+    flagged it idle). Now it becomes False, reason ``NotOptedIn`` or ``NotRunning``, whatever
+    the findings say, and stays so without a new write."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+    idle_finding = finding(idle_since=NOW - timedelta(minutes=3))
+    idle = plan_of(owner, with_findings(cluster, idle_finding), NOW)
+    assert condition(idle, "GpuIdle")["status"] == "True"
+    assert idle.status is not None
+    later = NOW + timedelta(hours=2)
+    still_idle = finding(at=later, idle_since=NOW - timedelta(minutes=3))
+
+    # The annotation removed while it runs.
+    plain = kaiwo_job(TRAIN_SPEC, status=idle.status)
+    cluster = cluster_with(plain, running_job(plain), workloads=(admitted("job-uid-job"),))
+    opted_out = plan_of(plain, with_findings(cluster, still_idle), later)
+    assert opted_out.status is not None and opted_out.status["status"] == "RUNNING"
+    assert condition(opted_out, "GpuIdle") == {
+        "type": "GpuIdle",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T14:00:00Z",
+        "reason": "NotOptedIn",
+        "message": "Not opted in to GPU idle preemption (annotations "
+        "kaiwo.silogen.ai/gpu-preemption.*): GPU idleness is not judged",
+    }
+    settled = kaiwo_job(TRAIN_SPEC, status=opted_out.status)
+    cluster = cluster_with(settled, running_job(settled), workloads=(admitted("job-uid-job"),))
+    even_later = later + timedelta(minutes=5)
+    again = plan_of(settled, with_findings(cluster, finding(at=even_later)), even_later)
+    assert condition(again, "GpuIdle") == condition(opted_out, "GpuIdle")
+
+    # Still opted in, but evicted by Kueue (its last status PENDING): not running any more.
+    evicted = opted_in(kaiwo_job(TRAIN_SPEC, status={**idle.status, "status": "PENDING"}))
+    job = running_job(evicted)
+    job["spec"]["suspend"] = True
+    job["status"] = {}
+    waiting = plan_of(evicted, with_findings(cluster_with(evicted, job), still_idle), later)
+    assert waiting.status is not None and waiting.status["status"] == "PENDING"
+    withdrawn = condition(waiting, "GpuIdle")
+    assert (withdrawn["status"], withdrawn["reason"], withdrawn["message"]) == (
+        "False",
+        "NotRunning",
+        "Not running: GPU idleness is judged only while the workload runs",
+    )
+
+
+def test_gpu_idleness_is_read_from_the_ratio_the_monitor_judged(
+    cluster_with: Callable[..., ClusterState],
+) -> None:
+    """Decision 0228: the planner compares the published ratio with the threshold as a ratio
+    capped at 1, as the monitor judged it and as preemption compares it. 0.29 is not below
+    29 % (0.29 x 100 = 28.999999999999996 was), 1.0 not below 150 % (100 < 150 was): the
+    condition said idle where preemption saw a busy workload."""
+    for threshold, ratio in [("29", 0.29), ("150", 1.0)]:
+        annotations = {**OPTED_IN, "kaiwo.silogen.ai/gpu-preemption.threshold": threshold}
+        owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), annotations)
+        cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+        claimed = finding(
+            idle_since=NOW - timedelta(minutes=3), reading=ratio, idle_threshold=ratio
+        )
+        plan = plan_of(owner, with_findings(cluster, claimed), NOW)
+        found = condition(plan, "GpuIdle")
+        assert (found["status"], found["reason"]) == ("False", "GpuActive"), threshold
+
+
+def test_a_pod_restarting_in_a_stretch_changes_neither_the_condition_nor_warns_again(
+    cluster_with: Callable[..., ClusterState],
+) -> None:
+    """Decision 0197: one Warning per stretch. The monitor counts the GPUs of the running
+    pods; while one of two 4-GPU replicas restarts it reads 4 of 8. The message named that
+    count, so each restart rewrote the condition and warned again (decision 0228)."""
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+    since = NOW - timedelta(minutes=30)
+    low = plan_of(
+        owner,
+        with_findings(
+            cluster, dataclasses.replace(finding(underutilized_since=since), gpu_count=8)
+        ),
+        NOW,
+    )
+    assert [e.reason for e in low.events if e.reason == "GpuUtilizationLow"] == [
+        "GpuUtilizationLow"
+    ]
+    assert low.status is not None
+    flagged = kaiwo_job(TRAIN_SPEC, status=low.status)
+    cluster = cluster_with(flagged, running_job(flagged), workloads=(admitted("job-uid-job"),))
+    for minutes, gpus in [(1, 4), (2, 8)]:
+        at = NOW + timedelta(minutes=minutes)
+        found = dataclasses.replace(finding(at=at, underutilized_since=since), gpu_count=gpus)
+        plan = plan_of(flagged, with_findings(cluster, found), at)
+        assert plan.status == low.status, gpus
+        assert [e for e in plan.events if e.reason == "GpuUtilizationLow"] == [], gpus
 
 
 # ------------------------------------------------ another vendor's GPU key (decision 0161)

@@ -6,14 +6,20 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
+from kaiwo_contracts.events import Envelope
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1, WorkloadRef
+from kaiwo_contracts.events.streams import PUBLIC_STREAM, bus_topology
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     PublicState,
     derive_public_events,
     public_state,
 )
+from kaiwo_planner.metrics import PlannerMetrics
+from kaiwo_planner.publisher import PlanPublisher
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 UID = "0b6c3f7e-1d2a-4c5b-9e8f-7a6b5c4d3e2f"
 AT = datetime(2026, 3, 1, 12, 30, 5, tzinfo=UTC)
@@ -391,3 +397,28 @@ def test_a_move_to_pending_after_an_eviction_names_kueues_reason() -> None:
     assert told(derive(job("7", "RUNNING", readmitted), job("8", "PENDING", readmitted))) == [
         ("phase-changed", "PENDING", "RUNNING", None)
     ]
+
+
+async def test_an_event_published_again_is_stored_and_counted_once() -> None:
+    """A planner that restarts announces the transitions of the observations it replays
+    again; JetStream drops the repeats (same id), and ``kaiwo_planner_public_events_total``
+    counted them all the same: two submissions for one (decision 0228)."""
+    jetstream = MemoryJetStream()
+    bus = MemoryBus(server=jetstream, topology=bus_topology())
+    await bus.ensure_streams()
+    metrics = PlannerMetrics()
+    publisher = PlanPublisher(bus, clock=lambda: AT, metrics=metrics)
+    added = observed(job("10"), event_type="ADDED")
+    events = derive_public_events(None, added, observed_at=AT, default_queue="kaiwo")
+    cause = Envelope.new(
+        data=added, source="/kaiwo/watcher", time=AT, correlationid=UID, id=f"{UID}:10"
+    )
+
+    await publisher.announce(events, cause=cause)
+    await publisher.announce(events, cause=cause)
+
+    assert len(jetstream.stream_messages(PUBLIC_STREAM)) == 1
+    counted = metrics.registry.registry.get_sample_value(
+        "kaiwo_planner_public_events_total", {"transition": "submitted"}
+    )
+    assert counted == 1

@@ -31,11 +31,11 @@ from kaiwo_monitor.domain.utilization import (
     Assessment,
     Judgment,
     Underutilization,
+    published_ratio,
 )
 
 SOURCE = service_source("monitor")
 REASON_LOW_UTILIZATION = "GpuUtilizationLow"
-_RATIO_DIGITS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ def _utilization(judgment: Judgment, *, now: datetime) -> Finding:
         vendor=item.vendor,
         gpu_count=item.gpu_count,
         pod_count=item.pod_count,
-        utilization_ratio=_rounded(item.ratio),
+        utilization_ratio=item.ratio,
         aggregation=AGGREGATION,
         window_start=item.window_start,
         window_end=item.window_end,
@@ -76,7 +76,7 @@ def _utilization(judgment: Judgment, *, now: datetime) -> Finding:
         idle_aggregation=idle.settings.aggregation if idle else None,
         idle_policy=idle.settings.policy if idle else None,
         idle_grace_seconds=idle.settings.grace_period.total_seconds() if idle else None,
-        idle_utilization_ratio=_rounded(_ratio(idle.percent)) if idle else None,
+        idle_utilization_ratio=published_ratio(idle.percent) if idle else None,
         idle_since=idle.since if idle else None,
     )
     event_id = derived_event_id("mon-utilization", item.workload.uid or "", now.isoformat())
@@ -89,7 +89,7 @@ def _underutilized(item: Underutilization, *, now: datetime) -> Finding:
         workload=used.workload,
         vendor=used.vendor,
         gpu_count=used.gpu_count,
-        utilization_ratio=_rounded(used.ratio) or 0.0,
+        utilization_ratio=used.ratio or 0.0,
         threshold_ratio=item.threshold_ratio,
         idle_since=item.since,
         reason=REASON_LOW_UTILIZATION,
@@ -123,14 +123,6 @@ def _finding(
     )
     subject = monitor_subject(topic=topic, namespace=workload.namespace, uid=uid)
     return Finding(uid=uid, topic=topic, subject=subject, envelope=envelope)
-
-
-def _rounded(ratio: float | None) -> float | None:
-    return None if ratio is None else round(ratio, _RATIO_DIGITS)
-
-
-def _ratio(percent: float | None) -> float | None:
-    return None if percent is None else min(max(percent / 100.0, 0.0), 1.0)
 
 
 def _percent(ratio: float | None) -> str:

@@ -14,7 +14,8 @@ class MonitorMetrics:
         self.gpu_utilization = self.registry.gauge(
             "monitor_gpu_utilization_ratio",
             "Mean GPU utilization (0-1, of requested capacity) of the workloads of one kind in "
-            "one namespace, at the last scrape; workloads without readings are left out",
+            "one namespace, at the last scrape; workloads without readings are left out, and "
+            "every series is removed while scrapes fail",
             ("namespace", "workload_kind"),
         )
         self.scrapes = self.registry.counter(

@@ -235,6 +235,8 @@ class MonitorService:
         except ScrapeError as error:
             self.last_scrape_failed = True
             self.metrics.scrapes.labels(outcome=error.failure).inc()
+            # No reading now: the last tick's ratios would show a use nobody measured.
+            self.metrics.gpu_utilization.clear()
             log.warning(
                 "scraping the metrics endpoint failed; nothing judged this tick",
                 failure=error.failure,

@@ -47,7 +47,8 @@ class PlannerMetrics:
         )
         self.public_events = r.counter(
             "planner_public_events",
-            "Public workload events published (kaiwo.public.>), by transition",
+            "Public workload events published (kaiwo.public.>), by transition; repeats "
+            "JetStream already had (duplicates) are not counted",
             ("transition",),
         )
         self.timers_pending = r.gauge(

@@ -156,7 +156,8 @@ class PlanPublisher:
                 traceparent=cause.traceparent,
             )
             ack = await self._bus.publish(envelope, event.subject)
-            self._metrics.public_events.labels(event.label).inc()
+            if not ack.duplicate:  # a repeat JetStream already had is no new event
+                self._metrics.public_events.labels(event.label).inc()
             log.info(
                 "public event published",
                 owner_uid=workload.uid,

@@ -19,9 +19,11 @@ Ratio = float
 class UtilizationV1(EventPayload):
     """GPU utilization of one workload over a scrape window, and the stretches it is part of.
 
-    ``utilization_ratio`` aggregates the per-pod means with ``aggregation``; it is None when
-    the metrics endpoint returned no sample for the workload's pods (then the stretches are
-    the ones already open: missing data neither ends nor extends them).
+    ``utilization_ratio`` is what the workload's GPUs use over the GPU capacity its pods
+    requested (``aggregation`` ``Avg``: the mean over its GPUs, not over its pods), rounded to
+    4 digits, the value the stretches were judged on; it is None when the metrics endpoint
+    returned no sample for the workload's pods (then the stretches are the ones already open:
+    missing data neither ends nor extends them).
 
     Published every tick for every workload with running GPU pods: the planner keeps the
     latest one per workload and decides from it (``ResourceUnderutilization``, termination,

@@ -6,23 +6,32 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   :mod:`kaiwo_monitor.domain.pods`), in ``targetNamespaces``, or in every namespace but
   ``kube-system`` when that list is empty (as the API reference says; upstream's code
   forgot the exclusion).
-* **Utilization versus requested capacity.** A pod's utilization is the sum of its GPUs'
-  ``gpu_gfx_activity`` percentages divided by the GPUs it requested (or by the GPUs reported
-  for it, if more): a pod holding 4 GPUs of which the endpoint shows 2 at 80 % uses 40 % of
-  what it asked for. A workload's utilization is the **average** of its pods' utilizations
-  (``aggregation = "Avg"``): one idle GPU among busy ones does not make a workload
-  underutilized, its GPUs on average must be. Upstream flags a workload as soon as any single
-  GPU reading is low; that punishes a job whose rank 0 waits while the others compute, so we
-  do not copy it. **A running GPU pod without any reading makes the workload's utilization
-  unknown** (None), as no reading at all does: the endpoint not knowing a pod (its node's
-  exporter gone or late) says nothing about its use, and judging the others alone read the
-  busy pod as idle (decision 0173: a two-pod job whose busy pod went unreported was preempted
-  as idle on the real stack, for every aggregation but Min).
+* **Utilization versus requested capacity** (the API reference: "the percentage
+  utilization versus the requested capacity"). A pod's capacity is the GPUs it requested (or
+  the GPUs reported for it, if more); what it uses is the sum of its GPUs'
+  ``gpu_gfx_activity`` percentages. A workload's utilization is what all its pods use over
+  all the capacity they hold (``aggregation = "Avg"``, the mean over its GPUs): 7 GPUs at
+  0 % and 1 at 100 % use 12.5 % of 8, whether in one pod or two. The mean of the pods'
+  ratios counted a one-GPU pod as much as an eight-GPU one (50 % there). One idle GPU among
+  busy ones does not make a workload underutilized, its GPUs on average must be. Upstream
+  flags a workload as soon as any single GPU reading is low; that punishes a job whose rank
+  0 waits while the others compute, so we do not copy it. **A running GPU pod without any
+  reading makes the workload's utilization unknown** (None), as no reading at all does: the
+  endpoint not knowing a pod (its node's exporter gone or late) says nothing about its use,
+  and judging the others alone read the busy pod as idle (decision 0173: a two-pod job
+  whose busy pod went unreported was preempted as idle on the real stack, for every
+  aggregation but Min).
 * **Underutilized** when the utilization is below ``lowUtilizationThreshold`` percent
   (strictly: a threshold of 0 never flags anything). The state remembers since when.
 * **GPU idle** (upstream §11), for workloads opted in by annotation
   (:mod:`kaiwo_contracts.gpu_preemption`): the per-pod utilizations combined with the
-  workload's aggregation (Min, Max or Avg) below its threshold. The state remembers since when.
+  workload's aggregation (Min, Max or Avg, over pods as upstream) below its threshold. The
+  state remembers since when.
+* **Judged as published** (decision 0228): both verdicts compare the ratio the monitor
+  publishes (:func:`published_ratio`, rounded to 4 digits) with the threshold as a ratio
+  capped at 1, the planner's rule for the same finding, so the planner never reads "below
+  the threshold" where the monitor opened no stretch, or the other way round. A threshold
+  over 100 % flags everything below full use.
 * **No decisions here.** What follows from a stretch (the ``ResourceUnderutilization``
   condition, termination after ``terminateUnderutilizedAfter``, preemption after the grace
   period) is the planner's, from the ``UtilizationV1`` published every tick.
@@ -68,6 +77,8 @@ from kaiwo_monitor.domain.samples import GpuSample
 EXCLUDED_BY_DEFAULT: Final = frozenset({"kube-system"})
 AGGREGATION: Final[Literal["Avg"]] = "Avg"
 FULL_PERCENT: Final = 100.0
+RATIO_DIGITS: Final = 4
+"""Digits of every ratio the monitor publishes, and judges (module docstring)."""
 PROFILE_RESOURCES: Final[Mapping[str, Callable[[MonitoredPod], bool]]] = {
     "gpu": lambda pod: pod.requested_gpus > 0,
 }
@@ -154,8 +165,8 @@ class WorkloadUtilization:
     gpu_count: int
     pod_count: int
     percent: float | None
-    """Average over pods of used / requested GPU capacity, 0-100; None unless every running
-    GPU pod has readings."""
+    """Used / requested GPU capacity over all the workload's pods, 0-100; None unless every
+    running GPU pod has readings."""
     pod_percents: tuple[float, ...] = ()
     """Each pod with readings: used / requested GPU capacity, 0-100."""
     window_start: datetime = field(kw_only=True)
@@ -164,7 +175,8 @@ class WorkloadUtilization:
 
     @property
     def ratio(self) -> float | None:
-        return None if self.percent is None else self.percent / FULL_PERCENT
+        """The utilization as published and judged (:func:`published_ratio`)."""
+        return published_ratio(self.percent)
 
     def aggregated(self, aggregation: Aggregation) -> float | None:
         """The pods' utilizations combined (0-100); None without readings."""
@@ -304,7 +316,7 @@ def judge(
     kept = previous.below_since if still_below(previous.below_threshold, threshold) else None
     if utilization.percent is None:  # unknown: a stretch that still holds is kept as it was
         return (previous if kept is not None else ended), None
-    if utilization.percent >= policy.threshold_percent:
+    if not _below(utilization.percent, policy.threshold_ratio):
         return ended, None
     state = replace(previous, below_since=kept or now, below_threshold=threshold)
     if kept is not None:
@@ -341,9 +353,24 @@ def _judge_idle(
     kept = previous.idle_since if still_idle(previous, settings) else None
     if percent is None:  # no readings: a stretch that still holds stays as it was
         return IdleJudgment(settings=settings, percent=None, since=kept)
-    if percent >= settings.threshold_percent:
+    if not _below(percent, settings.threshold_ratio):
         return IdleJudgment(settings=settings, percent=percent, since=None)
     return IdleJudgment(settings=settings, percent=percent, since=kept or now)
+
+
+def published_ratio(percent: float | None) -> float | None:
+    """``percent`` (0-100) as the ratio the monitor publishes: within 0-1, rounded to
+    :data:`RATIO_DIGITS` digits; None stays None."""
+    if percent is None:
+        return None
+    return round(min(max(percent / FULL_PERCENT, 0.0), 1.0), RATIO_DIGITS)
+
+
+def _below(percent: float, threshold_ratio: float) -> bool:
+    """Whether ``percent`` is below the threshold as the planner reads the finding: the
+    published ratio against the capped threshold ratio (module docstring)."""
+    ratio = published_ratio(percent)
+    return ratio is not None and ratio < threshold_ratio
 
 
 def _with_idle(state: UtilizationState, idle: IdleJudgment | None) -> UtilizationState:
@@ -388,6 +415,7 @@ def workload_utilization(
 ) -> WorkloadUtilization | None:
     """The utilization of one workload from its running pods; None when it holds no GPU."""
     gpu_count = 0
+    used = 0.0
     pod_percents: list[float] = []
     times: list[datetime] = []
     unread = 0
@@ -397,8 +425,9 @@ def workload_utilization(
         capacity = max(pod.requested_gpus, len(gpus))
         gpu_count += capacity
         if gpus:
-            used = sum(sum(values) / len(values) for values in gpus.values())
-            pod_percents.append(used / capacity)
+            pod_used = sum(sum(values) / len(values) for values in gpus.values())
+            used += pod_used
+            pod_percents.append(pod_used / capacity)
             times.extend(found.times)
         elif capacity > 0:
             unread += 1
@@ -412,7 +441,8 @@ def workload_utilization(
         vendor=vendor,
         gpu_count=gpu_count,
         pod_count=len(running),
-        percent=sum(pod_percents) / len(pod_percents) if pod_percents else None,
+        # Every GPU pod read: their capacities add up to gpu_count (module docstring).
+        percent=used / gpu_count if pod_percents else None,
         pod_percents=tuple(pod_percents),
         window_start=min(times, default=now),
         window_end=max(times, default=now),

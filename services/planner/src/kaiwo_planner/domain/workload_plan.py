@@ -480,9 +480,8 @@ def _finding_conditions(
 def _gpu_idle_conditions(
     workload: Workload, previous: Mapping[str, Any], *, context: PlanningContext, now: datetime
 ) -> tuple[ConditionSpec, ...]:
-    """``GpuIdle`` of a running workload that opted in to GPU idle preemption."""
-    if not is_running(previous):
-        return ()
+    """``GpuIdle`` of a running workload that opted in to GPU idle preemption, withdrawn
+    from one that no longer runs or opted out."""
     meta = workload.metadata
     found = gpu_idle_condition(
         {"metadata": {"namespace": meta.namespace or "", "annotations": meta.annotations or {}}},
@@ -490,6 +489,8 @@ def _gpu_idle_conditions(
         vendor=str(workload.spec.gpu_vendor or "amd").lower(),
         context=context,
         now=now,
+        running=is_running(previous),
+        previous_status=previous,
     )
     return () if found is None else (found,)
 

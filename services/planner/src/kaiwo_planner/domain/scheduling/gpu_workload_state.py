@@ -123,7 +123,9 @@ def reading_of(
     counts = (
         since is not None
         and finding.idle_aggregation == settings.aggregation
-        and percent < settings.threshold_percent
+        # The ratios, as the monitor judged them and as preemption compares them (capped
+        # threshold): percents differ at the boundary (0.29 * 100 < 29, decision 0228).
+        and finding.idle_utilization_ratio < settings.threshold_ratio
         and judged_against is not None
         and judged_against <= settings.threshold_ratio
         and (not_before is None or since > not_before)

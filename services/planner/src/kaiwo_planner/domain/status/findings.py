@@ -14,14 +14,18 @@ is below the planner's threshold and the monitor judged it against a threshold n
 than the planner's (below that one since then, so below the planner's as well); a finding
 that says otherwise (forged, or from a monitor with another configuration) decides nothing.
 The monitor starts a stretch anew when the threshold is lowered (decision 0213), so "judged
-against T since S" means below T since S.
+against T since S" means below T since S. Both sides compare the published (rounded) ratio
+with the threshold as a ratio capped at 1 (:func:`threshold_ratio`; decision 0228): what the
+monitor judged below the threshold the planner reads as below it too.
 
 * **The condition** (upstream §12): ``ResourceUnderutilization`` True, reason
   ``GpuUtilizationLow``, while the finding has an open underutilized stretch that counts;
   False, reason ``GpuUtilizationNormal``, once a reading at or above the threshold ends it. A
   finding without a reading (no data) and a stretch that does not count leave the condition
   as it is. The message names the threshold and the stretch's start, never the reading
-  itself, so a settled workload's status does not change tick after tick.
+  itself nor the GPUs read (their count changes while a pod restarts), so a settled
+  workload's status does not change tick after tick and a stretch is told in one Warning
+  (decisions 0197, 0228).
 * **A workload whose namespace is not monitored** (``targetNamespaces`` narrowed at runtime)
   is not judged: a condition it has is withdrawn, False with reason ``NamespaceNotMonitored``
   (decision 0213), whatever the findings say; a workload that never had the condition gets
@@ -112,8 +116,8 @@ def underutilization_condition(
         RESOURCE_UNDERUTILIZATION,
         "True",
         REASON_LOW,
-        f"GPU utilization has been below {_percent(threshold)} of the {finding.gpu_count} "
-        f"requested GPU(s) since {_text(since)}",
+        f"GPU utilization has been below {_percent(threshold)} of the requested GPUs since "
+        f"{_text(since)}",
     )
 
 

@@ -11,9 +11,16 @@ its status carries
   and when (the words of the GpuWorkload's verdict);
 * ``GpuIdle`` False, reason ``GpuActive``: at or above the threshold.
 
-Without a fresh reading, or not opted in, the condition is left as it is: the message holds no
-reading, only the stretch's start and the settings, so a settled workload's status does not
-change tick after tick. ``kaiwo gpus`` lists these workloads beside the GpuWorkload records.
+Without a fresh reading the condition is left as it is: the message holds no reading, only
+the stretch's start and the settings, so a settled workload's status does not change tick
+after tick. ``kaiwo gpus`` lists these workloads beside the GpuWorkload records.
+
+A workload no longer opted in, or no longer running (evicted back to PENDING, a service no
+longer READY), is not judged: a condition it has is withdrawn, False with reason
+``NotOptedIn`` or ``NotRunning`` (decision 0228; it stayed True for good, promising a
+preemption that would never come, and ``kaiwo gpus`` and the console flagged the workload
+idle from it). Withdrawn once, it is written the same way each plan (no status write); a
+workload that never had the condition gets none.
 """
 
 from __future__ import annotations
@@ -22,18 +29,20 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
+from kaiwo_contracts.gpu_preemption import ANNOTATION_PREFIX, GpuPreemptionSettings
 
 from kaiwo_planner.domain.scheduling.gpu_workload_state import reading_of, settings_of
 from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.durations import format_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.conditions import ConditionSpec, format_time
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of, format_time
 
 GPU_IDLE: Final = "GpuIdle"
 REASON_IDLE: Final = "GpuIdle"
 REASON_ACTIVE: Final = "GpuActive"
+REASON_NOT_OPTED_IN: Final = "NotOptedIn"
+REASON_NOT_RUNNING: Final = "NotRunning"
 
 
 def gpu_idle_condition(
@@ -43,12 +52,28 @@ def gpu_idle_condition(
     vendor: str,
     context: PlanningContext,
     now: datetime,
+    running: bool,
+    previous_status: Mapping[str, Any],
 ) -> ConditionSpec | None:
-    """``GpuIdle`` as the reading shows it; None: leave the condition as it is (module doc)."""
+    """``GpuIdle`` as the reading shows it; None: leave the condition as it is (module doc).
+
+    ``running``: the workload's last status says it runs; ``previous_status``: that status,
+    for a condition to withdraw."""
     defaults = kaiwo_config(context).spec.gpu_preemption
     settings = settings_of(workload, context.cluster, defaults)
     if settings is None:
-        return None
+        return _withdrawn(
+            previous_status,
+            REASON_NOT_OPTED_IN,
+            f"Not opted in to GPU idle preemption (annotations {ANNOTATION_PREFIX}*): "
+            "GPU idleness is not judged",
+        )
+    if not running:
+        return _withdrawn(
+            previous_status,
+            REASON_NOT_RUNNING,
+            "Not running: GPU idleness is judged only while the workload runs",
+        )
     reading = reading_of(finding, settings, now=now)
     if reading.percent is None:
         return None
@@ -57,6 +82,16 @@ def gpu_idle_condition(
     return ConditionSpec(
         GPU_IDLE, "True", REASON_IDLE, idle_message(settings, reading.idle_since, vendor=vendor)
     )
+
+
+def _withdrawn(
+    previous_status: Mapping[str, Any], reason: str, message: str
+) -> ConditionSpec | None:
+    """The condition withdrawn (module docstring); None when the workload has none (nothing
+    to withdraw, nothing to write)."""
+    if condition_of(previous_status, GPU_IDLE) is None:
+        return None
+    return ConditionSpec(GPU_IDLE, "False", reason, message)
 
 
 def busy_message(settings: GpuPreemptionSettings) -> str:
