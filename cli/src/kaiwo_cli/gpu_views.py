@@ -47,6 +47,7 @@ def gpu_workload_table(
     nodes: Sequence[Mapping[str, Any]] = (),
     children: Sequence[Mapping[str, Any]] = (),
     kueue_workloads: Sequence[Mapping[str, Any]] = (),
+    exclude_control_plane: bool = False,
 ) -> str:
     """One row per record and per opted-in KaiwoJob or KaiwoService (``namespaces``: the
     Namespaces by name, for their annotations), by namespace and workload; ``-`` where
@@ -56,7 +57,9 @@ def gpu_workload_table(
     main child (among ``children``: Deployments, RayJobs, AppWrappers) was made with, as
     the planner counts it (decision 0137); a running batch Job does not hold the pods whose
     quota Kueue released (its Job among ``children``, their ``reclaimablePods`` among
-    ``kueue_workloads``, decision 0152)."""
+    ``kueue_workloads``, decision 0152). ``exclude_control_plane``: the KaiwoConfig's
+    ``excludeMasterNodesFromNodePools``, which leaves control-plane nodes' GPUs out of the
+    split as the planner does (decision 0224)."""
     from kaiwo_planner.domain.scheduling.gpu_allocation import (
         allocated_gpus,
         gpu_stats,
@@ -67,7 +70,9 @@ def gpu_workload_table(
 
     parsed = [NodeInfo.from_wire(node) for node in nodes]
     # Once per vendor, not per workload: every row reads the same nodes.
-    stats_of = functools.cache(lambda vendor: gpu_stats(parsed, vendor))
+    stats_of = functools.cache(
+        lambda vendor: gpu_stats(parsed, vendor, exclude_control_plane=exclude_control_plane)
+    )
 
     def gpus_of(workload: Mapping[str, Any]) -> int:
         return allocated_gpus(

@@ -63,14 +63,18 @@ def gpus(
             for resource in (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
             for item in await optional_list(kube, resource, namespace=scope)
         ]
+        settings = await _kaiwo_config_spec(kube)
         return gpu_workload_table(
             records,
             workloads,
             namespaces=await _namespaces(kube, scope),
-            defaults=await _defaults(kube),
+            defaults=_defaults(settings),
             nodes=await _nodes(kube),
             children=await _main_children(kube, scope),
             kueue_workloads=await _kueue_workloads(kube, scope),
+            exclude_control_plane=bool(
+                (settings.get("nodes") or {}).get("excludeMasterNodesFromNodePools")
+            ),
         )
 
     click.echo(run_on_cluster("gpus", target, work))
@@ -140,14 +144,19 @@ async def _main_children(kube: ClusterReader, scope: str | None) -> list[dict[st
     return found
 
 
-async def _defaults(kube: ClusterReader) -> KaiwoGpuPreemptionConfig:
-    """The KaiwoConfig's ``gpuPreemption`` defaults (the built-in ones without it)."""
-    from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+async def _kaiwo_config_spec(kube: ClusterReader) -> dict[str, Any]:
+    """The KaiwoConfig's spec (empty without it, or when the user may not read it)."""
     from kaiwo_kube import KubeError, resources
 
     try:
         config = await kube.get(resources.KAIWO_CONFIG, "kaiwo")
     except KubeError:
-        return KaiwoGpuPreemptionConfig()
-    found = (config.get("spec") or {}).get("gpuPreemption") or {}
-    return KaiwoGpuPreemptionConfig.model_validate(found)
+        return {}
+    return dict(config.get("spec") or {})
+
+
+def _defaults(settings: dict[str, Any]) -> KaiwoGpuPreemptionConfig:
+    """The KaiwoConfig's ``gpuPreemption`` defaults (the built-in ones without it)."""
+    from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+
+    return KaiwoGpuPreemptionConfig.model_validate(settings.get("gpuPreemption") or {})

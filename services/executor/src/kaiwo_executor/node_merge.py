@@ -15,11 +15,18 @@ A label of the intent is left out when the node carries the key with another val
 an admin's ``kaiwo/nodepool=amd-gpu-nodes``, which their flavors select, stays (decision
 0110). A value the operator wrote itself is updated as the node's pool changes.
 
+A label the intent names with ``None`` (RFC 7386 null: remove it) is removed only when the
+operator's field manager owns it and no other does: Kaiwo's pool labels on a control-plane
+node that ``excludeMasterNodesFromNodePools`` leaves out (decision 0224). A value an admin
+wrote, or applied beside the operator's (server-side apply makes both its owners), stays; a
+key the node does not carry is left out of the patch, so a settled node gets none.
+
 The intent carries only Kaiwo's own labels and taint, never a copy of the node's other taints:
 a copy taken from an older observation would put back a taint the node controller has removed
 since (``node.kubernetes.io/not-ready`` once the node is ready). So the executor only ever adds
-or updates Kaiwo's keys, and removes one taint only: the GPU taint the operator itself added
-under a key that is no longer the one in force (decision 0145).
+or updates Kaiwo's keys, removes only the labels of its own described above, and one taint
+only: the GPU taint the operator itself added under a key that is no longer the one in force
+(decision 0145).
 
 Which taint is the operator's. ``spec.taints`` is atomic, so ``managedFields`` name only the
 last writer of the whole list (``kubectl taint`` takes it over), never who added which taint.
@@ -94,15 +101,22 @@ def labels_owned_by(live: dict[str, Any], manager: str) -> frozenset[str]:
     return _metadata_keys_owned_by(live, manager, "f:labels")
 
 
+def labels_owned_by_others(live: dict[str, Any], manager: str) -> frozenset[str]:
+    """The label keys some field manager other than ``manager`` owns on ``live``."""
+    return _metadata_keys_owned_by(live, manager, "f:labels", others=True)
+
+
 def annotations_owned_by(live: dict[str, Any], manager: str) -> frozenset[str]:
     """The annotation keys ``manager`` owns on ``live``, from its ``managedFields``."""
     return _metadata_keys_owned_by(live, manager, "f:annotations")
 
 
-def _metadata_keys_owned_by(live: dict[str, Any], manager: str, field: str) -> frozenset[str]:
+def _metadata_keys_owned_by(
+    live: dict[str, Any], manager: str, field: str, *, others: bool = False
+) -> frozenset[str]:
     owned: set[str] = set()
     for entry in (live.get("metadata") or {}).get("managedFields") or ():
-        if not isinstance(entry, dict) or entry.get("manager") != manager:
+        if not isinstance(entry, dict) or (entry.get("manager") == manager) is others:
             continue
         keys = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get(field) or {}
         owned.update(key[2:] for key in keys if key.startswith("f:"))
@@ -138,6 +152,25 @@ def moved_gpu_taint(
     return merged_taints(kept, wanted), record
 
 
+def labels_to_patch(
+    wanted: dict[str, Any], live: dict[str, Any], *, manager: str
+) -> dict[str, Any]:
+    """The intent's labels the patch carries: a value is set unless the node carries another
+    that ``manager`` did not write; ``None`` (removed) only where the node carries the key
+    and ``manager`` alone wrote it (see the module docstring)."""
+    present = (live.get("metadata") or {}).get("labels") or {}
+    ours = labels_owned_by(live, manager)
+    shared = labels_owned_by_others(live, manager) if None in wanted.values() else frozenset()
+    kept: dict[str, Any] = {}
+    for key, value in wanted.items():
+        if value is None:
+            if key in present and key in ours and key not in shared:
+                kept[key] = None
+        elif key not in present or present[key] == value or key in ours:
+            kept[key] = value
+    return kept
+
+
 def node_patch(
     intent: dict[str, Any], live: dict[str, Any], *, manager: str = "kaiwo"
 ) -> dict[str, Any] | None:
@@ -145,7 +178,8 @@ def node_patch(
 
     ``intent`` is a partial Node (``metadata.labels``/``annotations``, ``spec.taints``...);
     its name, apiVersion and kind only address the node. A label whose value on the node
-    another manager wrote is not patched (see the module docstring).
+    another manager wrote is not patched, nor removed; a label named ``None`` is removed when
+    the operator alone wrote it (see the module docstring).
     """
     intent = copy.deepcopy(intent)
     intent_metadata = intent.get("metadata") or {}
@@ -154,13 +188,11 @@ def node_patch(
     )
     wanted_labels = intent_metadata.get("labels")
     if isinstance(wanted_labels, dict):
-        present = (live.get("metadata") or {}).get("labels") or {}
-        ours = labels_owned_by(live, manager)
-        for key in [k for k, v in wanted_labels.items() if k in present and present[k] != v]:
-            if key not in ours:
-                del wanted_labels[key]
-        if not wanted_labels:
-            del intent["metadata"]["labels"]
+        labels = labels_to_patch(wanted_labels, live, manager=manager)
+        if labels:
+            intent_metadata["labels"] = labels
+        else:
+            del intent_metadata["labels"]
     patch = {
         key: copy.deepcopy(value) for key, value in intent.items() if key not in _IDENTITY_FIELDS
     }

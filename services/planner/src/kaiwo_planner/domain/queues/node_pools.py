@@ -29,6 +29,11 @@ Choices that differ from upstream:
   itself added, so a renamed ``defaultGpuTaintKey`` moves that taint to the new key (decision
   0145). Turning ``addTaintsToGpuNodes`` off leaves the taint where it is (as upstream,
   decision 0132).
+* A control-plane node that ``excludeMasterNodesFromNodePools`` leaves out loses the pool
+  labels (:data:`POOL_LABELS`) it carries, as a partial Node naming each with ``None`` (a
+  merge-patch removal): labelled while the setting was off, it stayed in every flavor that
+  selects ``kaiwo/nodepool`` and every ``gpuModels`` choice. The executor removes only the
+  values the operator itself wrote (decision 0224); upstream never removes a label.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ from kaiwo_planner.domain.state.nodes import (
 
 WORKER_LABEL = "kaiwo/worker"
 GPU_MODEL_LABEL = "kaiwo/gpu-model"
+POOL_LABELS = (NODEPOOL_LABEL, WORKER_LABEL, GPU_MODEL_LABEL)
+"""The labels that put a node in Kaiwo's pools. The topology labels are not among them: they
+place a node, in a pool or not (upstream gives them to every node)."""
 TOPOLOGY_BLOCK_LABEL = "kaiwo/topology-block"
 TOPOLOGY_RACK_LABEL = "kaiwo/topology-rack"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -232,8 +240,10 @@ def node_changes(
     are in force: with flavors of the user's own, it is the admin's to set (the API
     reference's example flavor selects ``kaiwo/nodepool: amd-gpu-nodes``). ``kaiwo/gpu-model``
     goes to every GPU node: a workload's ``gpuModels`` selects it whatever flavors the queue
-    config lists (decision 0201).
+    config lists (decision 0201). With ``exclude_control_plane``, the control-plane nodes
+    that carry pool labels get partial Nodes removing them (:func:`pool_label_removals`).
     """
+    nodes = tuple(nodes)
     in_force = None if pools_in_force is None else frozenset(pools_in_force)
     taint = gpu_taint(gpu_taint_key)
     changes = []
@@ -259,4 +269,31 @@ def node_changes(
             partial["metadata"]["annotations"] = {GPU_TAINT_RECORD_ANNOTATION: gpu_taint_key}
             partial["spec"] = {"taints": [taint.to_wire()]}
         changes.append(partial)
+    if exclude_control_plane:
+        changes.extend(pool_label_removals(nodes))
     return changes
+
+
+def pool_label_removals(nodes: Iterable[NodeInfo]) -> list[dict[str, Any]]:
+    """Partial Node objects removing the pool labels (``None``: a merge-patch removal) from
+    the control-plane nodes that carry any, by node name: the nodes
+    ``excludeMasterNodesFromNodePools`` leaves out of every pool.
+
+    Only the keys a node carries are named, so a node without them gets no intent at all.
+    Whose value each is the planner cannot tell (the projection holds no ``managedFields``):
+    the executor removes only the values the operator wrote and no one else holds
+    (``kaiwo_executor.node_merge``), so an admin's ``kaiwo/nodepool``, which their own flavor
+    selects, stays. The GPU taint stays too, as when ``addTaintsToGpuNodes`` goes off
+    (decision 0132)."""
+    removals = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        carried = [key for key in POOL_LABELS if key in node.labels]
+        if node.is_control_plane and carried:
+            removals.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": node.name, "labels": dict.fromkeys(carried)},
+                }
+            )
+    return removals

@@ -68,7 +68,10 @@ Choices that differ from upstream, on purpose:
 * The vendor is compared case-insensitively (the docs spell it "AMD"/"NVIDIA").
 * Cluster statistics come from each node's device-plugin labels, not from the
   ``kaiwo/nodepool`` label the queue-config planner writes from those same labels; the numbers
-  are identical once nodes are labelled, and correct before that too.
+  are identical once nodes are labelled, and correct before that too. Control-plane nodes
+  count only while ``excludeMasterNodesFromNodePools`` is off, as they are in the pools
+  (:func:`vendor_gpu_stats`, decision 0224): upstream counted a control-plane node that kept
+  its pool label from before the setting was turned on.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from typing import Any, Literal
 
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.partial_admission import partially_admitted_parallelism
-from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
+from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND, kaiwo_config
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import owner_uids
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, parse_quantity
@@ -100,13 +103,19 @@ class GpuStats:
     """The largest node: a pod asking for more GPUs can never be scheduled."""
 
 
-def gpu_stats(nodes: Iterable[NodeInfo], vendor: str) -> GpuStats:
-    """Sum the GPUs of ``vendor`` (``amd``/``nvidia``) over the nodes that have them."""
+def gpu_stats(
+    nodes: Iterable[NodeInfo], vendor: str, *, exclude_control_plane: bool = False
+) -> GpuStats:
+    """Sum the GPUs of ``vendor`` (``amd``/``nvidia``) over the nodes that have them, leaving
+    out the control-plane nodes with ``exclude_control_plane`` (the KaiwoConfig's
+    ``excludeMasterNodesFromNodePools``: no queue's quota holds their GPUs)."""
     wanted = vendor.lower()
     counts: list[int] = []
     allocatable: list[int] = []
     for node in nodes:
         if node.gpu_vendor != wanted or node.gpu_count <= 0:
+            continue
+        if exclude_control_plane and node.is_control_plane:
             continue
         counts.append(node.gpu_count)
         free = node.allocatable_gpus(wanted)
@@ -263,14 +272,17 @@ def _split(
 
 
 def vendor_gpu_stats(context: PlanningContext, vendor: str) -> GpuStats:
-    """GPU totals of ``vendor`` over the cluster's nodes."""
+    """GPU totals of ``vendor`` over the cluster's nodes in the pools' reach: control-plane
+    nodes only while the KaiwoConfig's ``excludeMasterNodesFromNodePools`` is off."""
     wanted = vendor.lower()
     nodes = context.cluster.nodes
+    exclude = kaiwo_config(context).spec.nodes.exclude_master_nodes_from_node_pools
     return context.derived(
-        ("gpu-stats", wanted),
+        # The setting is in the key: the value of either stays valid while the nodes do.
+        ("gpu-stats", wanted, exclude),
         reads=(NODE_KIND,),
         inputs=lambda: (nodes,),
-        compute=lambda: gpu_stats(nodes, wanted),
+        compute=lambda: gpu_stats(nodes, wanted, exclude_control_plane=exclude),
     )
 
 
