@@ -12,6 +12,9 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1 import (
     KaiwoQueueConfigList,
     WorkloadStatus,
 )
+from kaiwo_contracts.crds.label_syntax import QUALIFIED_NAME_PATTERN
+from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN
+from kaiwo_contracts.crds.schema import custom_resource_definition
 from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
 
@@ -428,3 +431,209 @@ def test_a_cluster_queues_namespace_selector_must_hold_kubernetes_label_keys() -
     assert problems({"matchExpressions": [{"key": "a b", "operator": "Exists"}]}) == [
         "spec.clusterQueues[0].spec.namespaceSelector.matchExpressions[0].key"
     ]
+
+
+def _problems(*queue_specs: dict[str, Any]) -> list[Problem]:
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"clusterQueues": [_queue(f"q{n}", **s) for n, s in enumerate(queue_specs)]},
+    }
+    return validate_manifest(manifest)
+
+
+def _group(*flavors: str, resources: tuple[str, ...] = ("cpu",), **quota: Any) -> dict[str, Any]:
+    return {
+        "coveredResources": list(resources),
+        "flavors": [
+            {"name": f, "resources": [{"name": r, "nominalQuota": "8", **quota} for r in resources]}
+            for f in flavors
+        ],
+    }
+
+
+Q0 = "spec.clusterQueues[0].spec"
+
+
+def test_kueues_rules_on_a_cluster_queue_spec_are_the_models() -> None:
+    # Before, each of these was accepted and the ClusterQueue refused by Kueue on every apply.
+    assert _problems(
+        {"resourceGroups": [_group("f", borrowingLimit="2")]},
+        {"resourceGroups": [_group("f", lendingLimit="2")]},
+        {
+            "preemption": {
+                "reclaimWithinCohort": "Never",
+                "borrowWithinCohort": {"policy": "LowerPriority"},
+            }
+        },
+        {"cohort": "Team_A"},
+        {"flavorFungibility": {"preference": "BorrowingOverPreemption"}},
+    ) == [
+        Problem(
+            "spec.clusterQueues[0].spec.resourceGroups",
+            "borrowingLimit must be nil when cohort is empty",
+        ),
+        Problem(
+            "spec.clusterQueues[1].spec.resourceGroups",
+            "lendingLimit must be nil when cohort is empty",
+        ),
+        Problem(
+            "spec.clusterQueues[2].spec.preemption.borrowWithinCohort.policy",
+            "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never: a queue that may "
+            "preempt in its cohort while borrowing must also reclaim",
+        ),
+        Problem(
+            "spec.clusterQueues[3].spec.cohort",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+        Problem(
+            "spec.clusterQueues[4].spec.flavorFungibility.preference",
+            "preference can only be set when both whenCanBorrow and whenCanPreempt are "
+            "TryNextFlavor",
+        ),
+    ]
+    # The same settings as Kueue takes them.
+    assert (
+        _problems(
+            {
+                "cohort": "team-a",
+                "resourceGroups": [_group("f", borrowingLimit="2", lendingLimit="8")],
+            },
+            {
+                "preemption": {
+                    "reclaimWithinCohort": "Any",
+                    "borrowWithinCohort": {"policy": "LowerPriority"},
+                }
+            },
+            {
+                "flavorFungibility": {
+                    "whenCanBorrow": "TryNextFlavor",
+                    "whenCanPreempt": "TryNextFlavor",
+                    "preference": "BorrowingOverPreemption",
+                }
+            },
+        )
+        == []
+    )
+
+
+def test_kueues_webhook_rules_on_a_cluster_queue_spec_are_the_models() -> None:
+    assert _problems(
+        {"cohort": "c", "resourceGroups": [_group("f", lendingLimit="9")]},
+        {"fairSharing": {"weight": "1n"}},
+        {"resourceGroups": [_group("f"), _group("f", resources=("memory",))]},
+        {"resourceGroups": [_group("f", resources=("hf://model",))]},
+    ) == [
+        Problem(
+            "spec.clusterQueues[0].spec.resourceGroups[0].flavors[0].resources[0].lendingLimit",
+            "lendingLimit must be less than or equal to the nominalQuota",
+        ),
+        Problem(
+            "spec.clusterQueues[1].spec.fairSharing.weight", "When not 0, weight must be > 10e-9"
+        ),
+        Problem(
+            "spec.clusterQueues[2].spec",
+            "resourceGroups[].flavors[].name must be unique; repeated: f",
+        ),
+        Problem(
+            "spec.clusterQueues[3].spec.resourceGroups[0].coveredResources[0]",
+            f"must match the pattern {QUALIFIED_NAME_PATTERN}",
+        ),
+        Problem(
+            "spec.clusterQueues[3].spec.resourceGroups[0].flavors[0].resources[0].name",
+            f"must match the pattern {QUALIFIED_NAME_PATTERN}",
+        ),
+    ]
+    assert _problems({"fairSharing": {"weight": "0"}}, {"fairSharing": {"weight": "2n"}}) == []
+
+
+def test_kueues_limits_on_resource_groups() -> None:
+    # Kueue takes 64 flavors and 64 covered resources in a group (the model said 16), but
+    # not more than 512 quotas in a group nor 256 flavors over all groups.
+    many = tuple(f"example.com/r{n}" for n in range(64))
+    assert (
+        _problems(
+            {"resourceGroups": [_group(*(f"f{n}" for n in range(64)))]},
+            {"resourceGroups": [_group("f", resources=many)]},
+        )
+        == []
+    )
+    assert _problems(
+        {"resourceGroups": [_group(*(f"f{n}" for n in range(65)))]},
+        {"resourceGroups": [_group(*(f"f{n}" for n in range(9)), resources=many)]},
+        {
+            "resourceGroups": [
+                _group(*(f"g{g}-f{n}" for n in range(64)), resources=(f"r{g}",)) for g in range(5)
+            ]
+        },
+    ) == [
+        Problem(
+            "spec.clusterQueues[0].spec.resourceGroups[0].flavors", "must have at most 64 items"
+        ),
+        Problem(
+            "spec.clusterQueues[1].spec.resourceGroups[0].flavors",
+            "number of flavor-resource combinations in a resourceGroup must be ≤ 512 (flavors "
+            "times coveredResources)",
+        ),
+        Problem(
+            "spec.clusterQueues[2].spec.resourceGroups",
+            "total number of flavors across all resourceGroups must be ≤ 256",
+        ),
+    ]
+
+
+def test_kueues_fungibility_and_admission_scope_values_are_taken() -> None:
+    # Before, MayStopSearch (Kueue's default and new name of Borrow and Preempt), preference
+    # and admissionScope were refused.
+    spec = ClusterQueueSpec.from_wire(
+        {
+            "flavorFungibility": {
+                "whenCanBorrow": "MayStopSearch",
+                "whenCanPreempt": "MayStopSearch",
+            },
+            "admissionScope": {"admissionMode": "NoAdmissionFairSharing"},
+        }
+    )
+    assert spec.flavor_fungibility.when_can_borrow == "MayStopSearch"
+    assert spec.flavor_fungibility.when_can_preempt == "MayStopSearch"
+    assert spec.to_wire()["admissionScope"] == {"admissionMode": "NoAdmissionFairSharing"}
+    assert _problems({"admissionScope": {"admissionMode": "Sometimes"}}) == [
+        Problem(
+            f"{Q0}.admissionScope.admissionMode",
+            "must be one of UsageBasedAdmissionFairSharing, NoAdmissionFairSharing",
+        )
+    ]
+
+
+def test_the_crd_carries_kueues_rules_so_the_api_server_refuses_what_kueue_would() -> None:
+    schema = custom_resource_definition(KaiwoQueueConfig)["spec"]["versions"][0]["schema"]
+    queue = schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["clusterQueues"]
+    spec = queue["items"]["properties"]["spec"]
+    rules = {
+        (where, entry["message"])
+        for where, node in (
+            ("spec", spec),
+            ("preemption", spec["properties"]["preemption"]),
+            ("flavorFungibility", spec["properties"]["flavorFungibility"]),
+        )
+        for entry in node.get("x-kubernetes-validations", ())
+    }
+    assert {
+        ("spec", "borrowingLimit must be nil when cohort is empty"),
+        ("spec", "lendingLimit must be nil when cohort is empty"),
+        (
+            "preemption",
+            "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never: a queue that may "
+            "preempt in its cohort while borrowing must also reclaim",
+        ),
+        (
+            "flavorFungibility",
+            "preference can only be set when both whenCanBorrow and whenCanPreempt are "
+            "TryNextFlavor",
+        ),
+    } <= rules
+    assert spec["properties"]["cohort"]["pattern"] == DNS_SUBDOMAIN_PATTERN
+    fungibility = spec["properties"]["flavorFungibility"]["properties"]
+    assert fungibility["whenCanBorrow"]["enum"] == ["MayStopSearch", "TryNextFlavor", "Borrow"]
+    assert fungibility["whenCanPreempt"]["enum"] == ["MayStopSearch", "TryNextFlavor", "Preempt"]

@@ -890,3 +890,117 @@ def test_a_standing_default_queue_without_quota_is_made_again_from_the_nodes(
         queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=applied(first, [gpu]), now=NOW
     )
     assert default_quota(later) == {AMD_POOL: ["115", "1843Gi", "8"]}
+
+
+def labels(count: int) -> dict[str, str]:
+    return {f"example.com/label-{n}": "x" for n in range(count)}
+
+
+def one_flavor_queue(flavor: dict[str, Any], **queue_spec: Any) -> dict[str, Any]:
+    group = {
+        "coveredResources": ["cpu"],
+        "flavors": [{"name": flavor["name"], "resources": [{"name": "cpu", "nominalQuota": "8"}]}],
+    }
+    return {
+        "resourceFlavors": [flavor],
+        "clusterQueues": [
+            {"name": "team", "spec": {"resourceGroups": [group], **queue_spec}},
+        ],
+    }
+
+
+def planned_objects(spec: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster([]), now=NOW
+    )
+    return [o for o in plan.desired if o["kind"] == kind]
+
+
+@pytest.mark.parametrize(
+    ("count", "worker"),
+    [(7, {"kaiwo/worker": "true"}), (8, {})],
+)
+def test_a_flavors_own_labels_and_the_worker_label_stay_within_kueues_eight(
+    count: int, worker: dict[str, str]
+) -> None:
+    # Before, kaiwo/worker was always added: 8 labels of the user's became 9 on the
+    # ResourceFlavor, which Kueue's CRD refuses (maxProperties 8), on every apply.
+    (flavor,) = planned_objects(
+        one_flavor_queue({"name": "f", "nodeLabels": labels(count)}), "ResourceFlavor"
+    )
+    assert flavor["spec"] == {"nodeLabels": {**labels(count), **worker}}
+    assert len(flavor["spec"]["nodeLabels"]) <= 8
+
+
+def test_a_flavor_labelled_kaiwo_worker_by_its_user_keeps_eight_labels() -> None:
+    own = {**labels(7), "kaiwo/worker": "true"}
+    (flavor,) = planned_objects(
+        one_flavor_queue({"name": "f", "nodeLabels": own}), "ResourceFlavor"
+    )
+    assert flavor["spec"] == {"nodeLabels": own}
+
+
+@pytest.mark.parametrize("topology", [False, True])
+def test_a_flavor_with_more_node_labels_than_kueue_takes_fails_naming_it(topology: bool) -> None:
+    # The API reference lets a flavor list 10 labels (accepted at the API); Kueue takes 8.
+    # Before, the plan applied a ResourceFlavor of 11 (or 10) labels that Kueue refused on
+    # every apply, and the status stayed PENDING with only ApplyRefused.
+    flavor = {"name": "big", "nodeLabels": labels(10)}
+    if topology:
+        flavor["topologyName"] = "default-topology"
+    spec = one_flavor_queue(flavor)
+    spec["resourceFlavors"] = [{"name": "small", "nodeLabels": labels(1)}, flavor]
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster([]), now=NOW
+    )
+    assert plan.desired == () and plan.prune == ()  # the Kueue objects stay as they are
+    assert plan.status is not None
+    assert plan.status["status"] == "FAILED"
+    (condition,) = plan.status["conditions"]
+    assert condition["reason"] == "InvalidSpecInForce"
+    assert condition["message"] == (
+        "resourceFlavors[1] ('big').nodeLabels lists 10 labels: Kueue's ResourceFlavor takes "
+        "at most 8 nodeLabels, so it cannot be created; list at most 8 (the labels that tell "
+        "its nodes apart)"
+    )
+    assert plan.events == (
+        EventIntent(type="Warning", reason="KaiwoQueueConfigFailed", message=condition["message"]),
+    )
+
+
+def test_kueues_newer_settings_reach_the_cluster_queue() -> None:
+    # Before, MayStopSearch, preference and admissionScope were refused by the model.
+    settings = {
+        "cohort": "shared",
+        "flavorFungibility": {
+            "whenCanBorrow": "TryNextFlavor",
+            "whenCanPreempt": "TryNextFlavor",
+            "preference": "PreemptionOverBorrowing",
+        },
+        "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+    }
+    (queue,) = planned_objects(one_flavor_queue({"name": "f"}, **settings), "ClusterQueue")
+    assert queue["spec"] == {
+        "cohort": "shared",
+        "flavorFungibility": {
+            "whenCanBorrow": "TryNextFlavor",
+            "whenCanPreempt": "TryNextFlavor",
+            "preference": "PreemptionOverBorrowing",
+        },
+        "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "8"}]}],
+            }
+        ],
+    }
+    stop = {
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    }
+    (queue,) = planned_objects(one_flavor_queue({"name": "f"}, **stop), "ClusterQueue")
+    assert queue["spec"]["flavorFungibility"] == {
+        "whenCanBorrow": "MayStopSearch",
+        "whenCanPreempt": "MayStopSearch",
+    }

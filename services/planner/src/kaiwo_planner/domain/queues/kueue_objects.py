@@ -14,7 +14,9 @@ from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
     KAIWO_QUEUE_CONFIG_NAME,
+    KUEUE_MAX_NODE_LABELS,
     KaiwoQueueConfigSpec,
+    ResourceFlavorSpec,
 )
 from kaiwo_contracts.plans import ObjectRef, PruneRule
 
@@ -116,15 +118,23 @@ def _admission_checks_as_kueue_stores_them(spec: dict[str, Any]) -> dict[str, An
     return spec
 
 
-def _flavor(flavor: Any) -> dict[str, Any]:
+def _flavor(flavor: ResourceFlavorSpec) -> dict[str, Any]:
     """A ResourceFlavor's spec: its node labels (only Kaiwo's worker nodes without a
-    Topology), taints and tolerations."""
+    Topology), taints and tolerations.
+
+    ``kaiwo/worker=true`` keeps a flavor's pods on the nodes the operator labelled (its node
+    pools, as upstream); it is left out when the flavor's own labels already fill Kueue's
+    limit (decision 0227): those select the nodes on their own, and with it Kueue would refuse
+    the ResourceFlavor. More labels than Kueue takes never get here (the spec in force is
+    FAILED)."""
     labels = dict(flavor.node_labels or {})
     spec: dict[str, Any] = {}
     if flavor.topology_name:
         spec["topologyName"] = flavor.topology_name
     else:
-        labels[WORKER_LABEL] = "true"  # only Kaiwo-labelled nodes, as upstream
+        with_worker = {**labels, WORKER_LABEL: "true"}
+        if len(with_worker) <= KUEUE_MAX_NODE_LABELS:
+            labels = with_worker
     spec["nodeLabels"] = dict(sorted(labels.items()))
     if flavor.taints:
         spec["nodeTaints"] = [t.to_wire() for t in flavor.taints]

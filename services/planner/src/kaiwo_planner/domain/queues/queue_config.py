@@ -69,6 +69,8 @@ from typing import Any
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
     KAIWO_QUEUE_CONFIG_NAME,
+    KUEUE_MAX_FLAVORS_PER_GROUP,
+    KUEUE_MAX_NODE_LABELS,
     ClusterQueue,
     FlavorQuotas,
     KaiwoQueueConfig,
@@ -360,11 +362,6 @@ class SpecInForceError(ValueError):
     """The spec in force cannot be built; the message says why, for the Ready condition."""
 
 
-KUEUE_MAX_FLAVORS_PER_GROUP = 64
-"""Kueue's own limit (its CRD's ``resourceGroups[].flavors`` maxItems); the API reference's
-lower limits apply to what the user writes, not to what the operator generates."""
-
-
 def effective_spec(
     spec: KaiwoQueueConfigSpec,
     *,
@@ -386,9 +383,10 @@ def effective_spec(
     * The generated default ClusterQueue brings along each flavor it names that the spec
       lacks, so it never names a flavor that is not created.
 
-    The user's spec was validated against the API reference's limits (10 ClusterQueues,
-    16 flavors per resource group...); the generated entries are not held to them, only to
-    Kueue's own, since the operator adds them (:class:`SpecInForceError` otherwise).
+    The user's spec was validated against the API reference's limits (10 ClusterQueues...);
+    the generated entries are not held to them, only to Kueue's own, since the operator adds
+    them (:class:`SpecInForceError` otherwise). A flavor with more node labels than Kueue takes
+    (the API reference allows 10, Kueue 8) is a :class:`SpecInForceError` too.
     """
     settings = kaiwo_config.spec
     discovered = default_resource_flavors(pools, topology_name=settings.default_topology_name)
@@ -427,7 +425,7 @@ def effective_spec(
             replace=False,
         )
     try:
-        return spec.model_copy(
+        in_force = spec.model_copy(
             update={
                 "resource_flavors": [
                     ResourceFlavorSpec.model_validate(f) if isinstance(f, Mapping) else f
@@ -446,6 +444,26 @@ def effective_spec(
         )
     except ValidationError as error:
         raise SpecInForceError(_generated_problem(error)) from error
+    _require_flavors_kueue_takes(in_force)
+    return in_force
+
+
+def _require_flavors_kueue_takes(spec: KaiwoQueueConfigSpec) -> None:
+    """A flavor with more node labels than Kueue's ResourceFlavor takes can never be created:
+    the API reference lets a flavor list 10, Kueue takes 8 (decision 0227). Said here, naming
+    the flavor and the field, rather than as a refusal of every apply."""
+    too_many = [
+        f"resourceFlavors[{number}] ({flavor.name!r}).nodeLabels lists "
+        f"{len(flavor.node_labels or {})} labels"
+        for number, flavor in enumerate(spec.resource_flavors or ())
+        if len(flavor.node_labels or {}) > KUEUE_MAX_NODE_LABELS
+    ]
+    if too_many:
+        raise SpecInForceError(
+            f"{'; '.join(too_many)}: Kueue's ResourceFlavor takes at most "
+            f"{KUEUE_MAX_NODE_LABELS} nodeLabels, so it cannot be created; list at most "
+            f"{KUEUE_MAX_NODE_LABELS} (the labels that tell its nodes apart)"
+        )
 
 
 def _flavor_names(queue: Mapping[str, Any]) -> list[str]:
