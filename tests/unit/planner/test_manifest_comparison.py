@@ -12,10 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kaiwo_planner.domain.state.index_entry import written_last_by_operator
 from kaiwo_planner.domain.state.manifest_comparison import (
+    carries,
     contains,
     differing_paths,
     may_be_quantity,
     removed_paths,
+    same_exactly,
 )
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
@@ -404,3 +406,47 @@ def test_removed_paths_is_empty_when_the_manifest_keeps_every_named_item() -> No
 
     assert removed_paths(stored, wanted, path="t") == []
     assert removed_paths("damaged", wanted, path="t") == []
+
+
+# ------------------------------------------------ atomic fields of Kueue objects (decision 0226)
+
+
+@pytest.mark.parametrize(
+    ("observed", "wanted", "same"),
+    [
+        ({}, {}, True),
+        (None, {}, True),  # left out by the API server: an empty selector
+        ({"matchLabels": {}}, {}, True),
+        ({"matchLabels": {"team": "x"}}, {}, False),
+        ([{"name": "a"}, {"name": "b"}], [{"name": "a"}, {"name": "b"}], True),
+        ([{"name": "b"}, {"name": "a"}], [{"name": "a"}, {"name": "b"}], False),
+        ([{"name": "a"}, {"name": "b"}], [{"name": "a"}], False),
+        ([{"name": "a", "lendingLimit": "0"}], [{"name": "a"}], False),
+        ([{"name": "a", "lendingLimit": None}], [{"name": "a"}], True),
+        ([{"nominalQuota": "500m"}], [{"nominalQuota": "0.5"}], True),
+        ([{"nominalQuota": "4"}], [{"nominalQuota": 4}], True),
+        ("Never", "Never", True),
+        ("Any", "Never", False),
+    ],
+)
+def test_same_exactly(observed: Any, wanted: Any, same: bool) -> None:
+    assert same_exactly(observed, wanted) is same
+
+
+def test_only_the_atomic_fields_of_a_kueue_kind_are_compared_exactly() -> None:
+    wanted = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+        "spec": {"nodeLabels": {"pool": "a"}},
+    }
+    added_label = {**wanted, "spec": {"nodeLabels": {"pool": "a", "zone": "b"}}}
+    assert contains(added_label, wanted)
+    assert not carries(added_label, wanted)
+    # A map of another kind (a ConfigMap's data) keeps the lenient test.
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert carries({**config_map, "data": {"a": "1", "b": "2"}}, {**config_map, "data": {"a": "1"}})
+    # Served at another version of Kueue's group: still Kueue's.
+    served = {**added_label, "apiVersion": "kueue.x-k8s.io/v1beta2"}
+    assert not carries(served, wanted)
+    assert carries({**wanted, "apiVersion": "kueue.x-k8s.io/v1beta2"}, wanted)

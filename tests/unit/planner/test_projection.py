@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -496,6 +497,94 @@ def test_missing_names_the_unobserved_manifests_sorted_and_without_uid() -> None
         ObjectRef(api_version="v1", kind="Service", name="web", namespace="team-a"),
     )
     assert projection.missing([desired[1]]) == ()
+
+
+def applied_queue(**spec_changes: Any) -> dict[str, Any]:
+    """ClusterQueue ``q`` as the API server holds it after the operator's apply (Kueue's CRD
+    defaults filled in), with ``spec_changes`` made by hand."""
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {"name": "fa", "resources": [{"name": "cpu", "nominalQuota": "10"}]},
+                    {"name": "fb", "resources": [{"name": "cpu", "nominalQuota": "500m"}]},
+                ],
+            }
+        ],
+        "queueingStrategy": "BestEffortFIFO",
+        "stopPolicy": "None",
+        "preemption": {"borrowWithinCohort": {"policy": "Never"}, "reclaimWithinCohort": "Never"},
+        **spec_changes,
+    }
+    return make_object(
+        "ClusterQueue",
+        "q",
+        uid="cq-1",
+        api_version="kueue.x-k8s.io/v1beta1",
+        namespace=None,
+        spec=spec,
+    )
+
+
+QUEUE_MANIFEST = make_object(
+    "ClusterQueue",
+    "q",
+    uid="",  # taken out below: a manifest names no uid
+    api_version="kueue.x-k8s.io/v1beta1",
+    namespace=None,
+    spec={
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {"name": "fa", "resources": [{"name": "cpu", "nominalQuota": 10}]},
+                    {"name": "fb", "resources": [{"name": "cpu", "nominalQuota": "0.5"}]},
+                ],
+            }
+        ],
+    },
+)
+del QUEUE_MANIFEST["metadata"]["uid"]
+QUEUE_REF = ObjectRef(api_version="kueue.x-k8s.io/v1beta1", kind="ClusterQueue", name="q")
+
+
+def drifted_after(observed: dict[str, Any]) -> tuple[ObjectRef, ...]:
+    projection = Projection()
+    projection.apply(observe(observed, "2"), sequence=1)
+    return projection.drifted([QUEUE_MANIFEST])
+
+
+def test_a_kueue_queue_as_applied_has_not_drifted() -> None:
+    assert drifted_after(applied_queue()) == ()
+
+
+def test_a_kueue_queues_resource_groups_and_selector_edited_by_hand_have_drifted() -> None:
+    # The apply sets these fields whole (atomic in Kueue's CRD): whatever else they hold, or
+    # in another order, a resync's apply takes away again (0226).
+    groups = applied_queue()["spec"]["resourceGroups"]
+    reversed_flavors = [{**groups[0], "flavors": groups[0]["flavors"][::-1]}]
+    more_quota = [
+        {**groups[0], "flavors": [*groups[0]["flavors"], {"name": "zz", "resources": []}]}
+    ]
+    lending = copy.deepcopy(groups)
+    lending[0]["flavors"][0]["resources"][0]["lendingLimit"] = "0"
+    another_group = [*groups, {"coveredResources": ["memory"], "flavors": []}]
+    for edit in (
+        {"resourceGroups": reversed_flavors},
+        {"resourceGroups": more_quota},
+        {"resourceGroups": lending},
+        {"resourceGroups": another_group},
+        {"namespaceSelector": {"matchLabels": {"team": "x"}}},
+    ):
+        assert drifted_after(applied_queue(**edit)) == (QUEUE_REF,), edit
+
+
+def test_a_field_the_operator_does_not_send_is_not_drift() -> None:
+    # Its apply would not take another manager's cohort away (0226).
+    assert drifted_after(applied_queue(cohort="someone-elses")) == ()
 
 
 # ---------------------------------------------------------------- the ClusterState

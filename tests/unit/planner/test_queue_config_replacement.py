@@ -406,3 +406,122 @@ def test_a_queue_being_deleted_and_wanted_again_names_what_keeps_it() -> None:
         "deleted; Kueue keeps it while admitted workloads use it (ClusterQueue q: 1 admitted, "
         "0 reserving quota); it is created again once it is gone"
     )
+
+
+# ------------------------------------------ a ClusterQueue edited by hand is not READY (0226)
+
+TWO_FLAVOR_QUEUE = {
+    "resourceGroups": [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [
+                {"name": "gpu", "resources": [{"name": "cpu", "nominalQuota": "8"}]},
+                {"name": "spare", "resources": [{"name": "cpu", "nominalQuota": "4"}]},
+            ],
+        }
+    ],
+}
+TWO_FLAVORS = {
+    "resourceFlavors": [
+        {"name": "gpu", "nodeLabels": {"pool": "a"}},
+        {"name": "spare", "nodeLabels": {"pool": "b"}},
+    ],
+    "clusterQueues": [{"name": "q", "spec": TWO_FLAVOR_QUEUE}],
+}
+QUEUE_AS_SERVED = {
+    # What the API server holds after the operator's apply: what it sent (namespaceSelector
+    # {} and the resource groups, quantities canonical) and the defaults of Kueue's CRD.
+    "namespaceSelector": {},
+    "resourceGroups": [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [
+                {"name": "gpu", "resources": [{"name": "cpu", "nominalQuota": "8"}]},
+                {"name": "spare", "resources": [{"name": "cpu", "nominalQuota": "4"}]},
+            ],
+        }
+    ],
+    "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+    "preemption": {
+        "borrowWithinCohort": {"policy": "Never"},
+        "reclaimWithinCohort": "Never",
+        "withinClusterQueue": "Never",
+    },
+    "queueingStrategy": "BestEffortFIFO",
+    "stopPolicy": "None",
+}
+UPDATING = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
+
+
+def two_flavor_plan(queue_spec: dict[str, Any]) -> Plan:
+    flavors = [
+        kueue(
+            "ResourceFlavor",
+            "gpu",
+            {"nodeLabels": {"kaiwo/worker": "true", "pool": "a"}},
+            uid="rf-a",
+        ),
+        kueue(
+            "ResourceFlavor",
+            "spare",
+            {"nodeLabels": {"kaiwo/worker": "true", "pool": "b"}},
+            uid="rf-b",
+        ),
+    ]
+    return plan(TWO_FLAVORS, *flavors, kueue("ClusterQueue", "q", queue_spec, uid="cq-1"))
+
+
+def edited(edit: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(QUEUE_AS_SERVED)
+    edit(spec)
+    return spec
+
+
+def test_a_queue_as_the_operator_applied_it_is_ready() -> None:
+    p = two_flavor_plan(copy.deepcopy(QUEUE_AS_SERVED))
+    assert ready_condition(p)["reason"] == "KueueObjectsMatch"
+
+
+def test_a_queue_whose_flavors_were_reordered_by_hand_is_not_ready() -> None:
+    # Kueue tries the flavors in this order: "spare" first is another queue.
+    p = two_flavor_plan(edited(lambda s: s["resourceGroups"][0]["flavors"].reverse()))
+    assert p.status is not None and p.status["status"] == "PENDING"
+    assert ready_condition(p)["reason"] == "KueueObjectsPending"
+    assert ready_condition(p)["message"] == UPDATING
+
+
+def test_a_queue_whose_namespace_selector_was_narrowed_by_hand_is_not_ready() -> None:
+    p = two_flavor_plan(
+        edited(lambda s: s.update(namespaceSelector={"matchLabels": {"team": "x"}}))
+    )
+    assert ready_condition(p)["message"] == UPDATING
+
+
+def test_a_queue_given_more_quota_by_hand_is_not_ready() -> None:
+    def extra_flavor(spec: dict[str, Any]) -> None:
+        spec["resourceGroups"][0]["flavors"].append(
+            {"name": "zz", "resources": [{"name": "cpu", "nominalQuota": "1000"}]}
+        )
+
+    def extra_group(spec: dict[str, Any]) -> None:
+        spec["resourceGroups"].append(
+            {
+                "coveredResources": ["amd.com/gpu"],
+                "flavors": [
+                    {"name": "zz", "resources": [{"name": "amd.com/gpu", "nominalQuota": "64"}]}
+                ],
+            }
+        )
+
+    def lending_limit(spec: dict[str, Any]) -> None:
+        spec["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = "0"
+
+    for edit in (extra_flavor, extra_group, lending_limit):
+        assert ready_condition(two_flavor_plan(edited(edit)))["message"] == UPDATING, edit.__name__
+
+
+def test_a_cohort_another_manager_added_is_left_as_it_is() -> None:
+    # The operator sends no cohort: its forced apply cannot take away another manager's field
+    # (checked on the real API server), so it neither counts nor is asked again (0226).
+    p = two_flavor_plan(edited(lambda s: s.update(cohort="someone-elses")))
+    assert ready_condition(p)["reason"] == "KueueObjectsMatch"

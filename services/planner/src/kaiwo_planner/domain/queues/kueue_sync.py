@@ -4,9 +4,11 @@ server will not change one in place (decision 0048). Pure.
 For each Kueue object the queue plan wants, the observed one (the watcher sees every object
 the operator labels) is judged:
 
-* **missing**, or **not yet as desired** (an apply on its way, or one the API server refused):
-  pending. The KaiwoQueueConfig is READY only when none is. (Its status does not name these:
-  each one coming back would change it; the executor names a refused one.)
+* **missing**, or **not yet as desired** (an apply on its way, one the API server refused, or
+  a hand edit the next apply undoes: an atomic field such as a ClusterQueue's
+  ``resourceGroups`` or ``namespaceSelector`` not exactly as asked, decision 0226): pending.
+  The KaiwoQueueConfig is READY only when none is. (Its status does not name these: each one
+  coming back would change it; the executor names a refused one.)
 * **an immutable change**: the wanted spec changes a field Kueue's CRDs guard with a CEL
   transition rule (:func:`immutable_changes`). The API server refuses such an update, so the
   object is *replaced*: the plan deletes the observed object (by uid) and the executor creates
@@ -48,7 +50,7 @@ from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.state.first_few import first_few
-from kaiwo_planner.domain.state.manifest_comparison import contains
+from kaiwo_planner.domain.state.manifest_comparison import carries, contains
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
 SYNCED_KINDS: Final = frozenset(
@@ -284,8 +286,7 @@ def _judge(
     changes = immutable_changes(kind, live=live, wanted=manifest)
     if changes:
         return _replace_or_hold(manifest, live, changes, cluster=cluster, owned=owned)
-    asked = {key: value for key, value in manifest.items() if key != "apiVersion"}
-    if not contains(live, asked):
+    if not carries(live, manifest):
         return ObjectVerdict(manifest, "updating")
     return ObjectVerdict(manifest, "ok")
 

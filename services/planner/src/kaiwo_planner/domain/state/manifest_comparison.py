@@ -5,7 +5,7 @@ types, and every ``default`` of a CRD's structural schema), omits zero values it
 store (``omitempty``), writes quantities in canonical form (``0.5`` -> ``500m``) and adds
 fields others manage (labels of the Job controller, list items of other field managers). So
 "equal" is the wrong test for "what we asked for is there"; :func:`contains` is the one every
-decision uses (drift, the fields a Job can no longer take):
+decision uses (drift, through :func:`carries`; the fields a Job can no longer take):
 
 * a mapping contains another when it holds each of its keys with a contained value; a key
   the server left out counts as holding a zero value (``None``, ``""``, ``0``, ``False``,
@@ -15,6 +15,16 @@ decision uses (drift, the fields a Job can no longer take):
 * any other list (args, command, access modes: atomic lists) must match item for item;
 * scalars match when equal, equal as text (``4`` and ``"4"``), or equal as quantities, or
   when the observed one is the value Kueue stores for the wanted one (:data:`KUEUE_STORES`).
+
+``contains`` is too lenient for a field whose CRD makes it *atomic* (a list without a list
+type, ``x-kubernetes-list-type: atomic``, ``x-kubernetes-map-type: atomic``): the operator's
+forced apply replaces such a field whole, so what it holds beyond the manifest, or in another
+order, is a hand edit the apply undoes, not another manager's addition. :func:`carries` is
+``contains`` and, for the atomic fields of the Kueue kinds the operator writes
+(:data:`KUEUE_ATOMIC_FIELDS`), equality (:func:`same_exactly`; decision 0226). Kueue's
+scheduler reads a ClusterQueue's ``resourceGroups`` in order (the flavors are tried so), and a
+``namespaceSelector`` of ``{}`` asks for every namespace, which ``contains`` took any selector
+to hold.
 
 ``contains`` cannot see what a manifest *stopped* asking for: an observed object holds more
 than was written anyway. :func:`removed_paths` names the one kind of removal that is surely
@@ -69,6 +79,82 @@ def contains(observed: Any, wanted: Any) -> bool:
     return len(observed) == len(wanted) and all(
         contains(seen, item) for seen, item in zip(observed, wanted, strict=True)
     )
+
+
+KUEUE_ATOMIC_FIELDS: Final[Mapping[str, tuple[tuple[str, ...], ...]]] = MappingProxyType(
+    {
+        "ClusterQueue": (
+            ("spec", "resourceGroups"),
+            ("spec", "namespaceSelector"),
+            ("spec", "admissionChecks"),
+            ("spec", "admissionChecksStrategy", "admissionChecks"),
+        ),
+        "ResourceFlavor": (
+            ("spec", "nodeLabels"),
+            ("spec", "nodeTaints"),
+            ("spec", "tolerations"),
+        ),
+        "Topology": (("spec", "levels"),),
+    }
+)
+"""The fields of Kueue's v1beta1 kinds (``kueue.x-k8s.io``) whose CRD makes them atomic for
+server-side apply, by kind: a forced apply of the operator's sets each one whole. None of them
+holds a CRD ``default`` (Kueue's defaults are the ClusterQueue's ``queueingStrategy``,
+``stopPolicy``, ``flavorFungibility`` and ``preemption``, and ``fairSharing.weight``, which
+stay under :func:`contains`). A LocalQueue and a WorkloadPriorityClass have none."""
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+_ABSENT: Final = object()
+
+
+def carries(observed: Any, manifest: Mapping[str, Any]) -> bool:
+    """Whether ``observed`` is as ``manifest`` asks: it :func:`contains` the manifest but its
+    ``apiVersion`` (the observed copy may be served at another version) and, for a Kueue
+    object, holds each atomic field the manifest sets exactly as set
+    (:data:`KUEUE_ATOMIC_FIELDS`). What decides drift and a KaiwoQueueConfig's READY."""
+    asked = {key: value for key, value in manifest.items() if key != "apiVersion"}
+    if not contains(observed, asked):
+        return False
+    for path in _atomic_fields(manifest):
+        wanted, seen = _at(manifest, path), _at(observed, path)
+        if wanted is not _ABSENT and not same_exactly(None if seen is _ABSENT else seen, wanted):
+            return False
+    return True
+
+
+def same_exactly(observed: Any, wanted: Any) -> bool:
+    """Equal, but for what the API server writes differently without changing the value: a
+    key left out counts as holding a zero value (either side, ``omitempty``), and scalars
+    compare as in :func:`contains` (canonical quantities, text). Lists item by item, in
+    order."""
+    if isinstance(wanted, Mapping) or isinstance(observed, Mapping):
+        if not (isinstance(wanted, Mapping) and isinstance(observed, Mapping)):
+            return _is_zero(wanted) and _is_zero(observed)
+        return all(same_exactly(observed.get(key), wanted.get(key)) for key in {*observed, *wanted})
+    if isinstance(wanted, list) or isinstance(observed, list):
+        if not (isinstance(wanted, list) and isinstance(observed, list)):
+            return _is_zero(wanted) and _is_zero(observed)
+        return len(observed) == len(wanted) and all(
+            same_exactly(seen, item) for seen, item in zip(observed, wanted, strict=True)
+        )
+    if _is_zero(wanted) and _is_zero(observed):
+        return True
+    return _same_scalar(observed, wanted)
+
+
+def _atomic_fields(manifest: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
+    api_version = manifest.get("apiVersion")
+    if not isinstance(api_version, str) or api_version.partition("/")[0] != KUEUE_GROUP:
+        return ()
+    return KUEUE_ATOMIC_FIELDS.get(str(manifest.get("kind")), ())
+
+
+def _at(document: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(document, Mapping) or key not in document:
+            return _ABSENT
+        document = document[key]
+    return document
 
 
 def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:

@@ -34,7 +34,7 @@ from kaiwo_contracts.plans import ObjectRef, canonical_json_bytes
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import LISTED_KINDS, Kind, api_group_of, object_identity
 from kaiwo_planner.domain.state.latest_readings import LatestReadings
-from kaiwo_planner.domain.state.manifest_comparison import contains
+from kaiwo_planner.domain.state.manifest_comparison import carries
 from kaiwo_planner.domain.state.object_index import NotIndexedError
 from kaiwo_planner.domain.state.observed_objects import Change, ObservedObjects
 from kaiwo_planner.domain.state.planning_context import FINDINGS, SCALE_REQUESTS
@@ -51,11 +51,6 @@ FINDING_PRUNE_EVERY: Final = timedelta(minutes=1)
 
 class SnapshotFormatError(ValueError):
     """The bytes given to :meth:`Projection.restore` are not a projection snapshot."""
-
-
-def _asked_for(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A manifest without ``apiVersion``: the observed copy may be served at another version."""
-    return {key: value for key, value in manifest.items() if key != "apiVersion"}
 
 
 class Projection:
@@ -203,7 +198,10 @@ class Projection:
 
         An object changed by hand (a Job's ``parallelism``, a ConfigMap's data) shows here
         until the executor applies the manifest again. Server-side defaults, canonical
-        quantities and fields others added do not count (:func:`manifest_comparison.contains`).
+        quantities and fields others added do not count (:func:`manifest_comparison.contains`);
+        but a Kueue object's atomic field (a ClusterQueue's ``resourceGroups``, its
+        ``namespaceSelector``) must be exactly as asked, since the apply sets it whole
+        (:func:`manifest_comparison.carries`, decision 0226).
 
         Nor, unless ``ours_too``, does an object the operator itself wrote last: that is an
         older version of ours whose update is still on its way back (the plan changed, the
@@ -215,8 +213,8 @@ class Projection:
             entry = self.objects.index.newest(object_identity(manifest))
             if entry is None:
                 continue
-            if (ours_too or not entry.written_last_by_operator) and not contains(
-                entry.object, _asked_for(manifest)
+            if (ours_too or not entry.written_last_by_operator) and not carries(
+                entry.object, manifest
             ):
                 drifted.append(ObjectRef.of(manifest).model_copy(update={"uid": None}))
         return tuple(sorted(drifted, key=ObjectRef.sort_key))
