@@ -25,7 +25,7 @@ import pytest_asyncio
 import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import Invalid, KubernetesPort, NotFound, resources
+from kaiwo_kube import Invalid, KubernetesPort, NotFound, Retryable, resources
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually
@@ -290,6 +290,54 @@ async def test_replicas_beyond_the_bounds_are_written_back_unless_autoscaling_is
     # The user's own number stands where autoscaling is disabled: five Pods, as asked.
     assert (await model(pipeline, "fixed"))["spec"]["replicas"] == 5
     for name in ("bounded", "fixed"):
+        await kube.delete(resources.KUBEAI_MODEL, name, namespace=namespace)
+
+
+async def test_a_model_without_replicas_answers_on_its_scale_and_a_users_number_stands(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """Decision 0223: an autoscaled Model created without ``spec.replicas`` gets its
+    ``minReplicas`` (0) written down, so its scale subresource answers (it was a 500); a
+    number the user sets, at creation or later by server-side apply, is never written over."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    spec = {"url": "hf://org/unscaled", "engine": "VLLM", "resourceProfile": "cpu:1"}
+    unscaled = a_model("unscaled", namespace, **spec, minReplicas=0, maxReplicas=3)
+    await kube.create(unscaled)
+    await kube.create(a_model("hand-scaled", namespace, **spec, replicas=1, maxReplicas=3))
+    await kube.create(a_model("manual", namespace, **spec, autoscalingDisabled=True))
+
+    async def scale_of(name: str) -> dict[str, Any] | Pending:
+        try:
+            return await kube.get_scale(resources.KUBEAI_MODEL, name, namespace=namespace)
+        except Retryable as error:
+            return Pending(f"the scale subresource answers {error.code}: {error}")
+
+    scale = await eventually(lambda: scale_of("unscaled"), what="the scale of unscaled read")
+    # autoscaling/v1 omits a zero: {} is "0 replicas".
+    assert (scale["spec"], scale["status"]) == ({}, {"replicas": 0})
+    assert (await model(pipeline, "unscaled"))["spec"]["replicas"] == 0
+
+    # The user's own number, applied server-side without force: no conflict, and it stands.
+    applied = await kube.apply(
+        {**unscaled, "spec": {**unscaled["spec"], "replicas": 2}},
+        field_manager="kubectl",
+        force=False,
+    )
+    assert applied["spec"]["replicas"] == 2
+    await serving(pipeline, "unscaled", 2)
+    await serving(pipeline, "hand-scaled", 1)
+    await pipeline.settled(within=60)
+    assert (await model(pipeline, "unscaled"))["spec"]["replicas"] == 2
+    assert (await model(pipeline, "hand-scaled"))["spec"]["replicas"] == 1
+    scale = await kube.get_scale(resources.KUBEAI_MODEL, "unscaled", namespace=namespace)
+    assert (scale["spec"], scale["status"]) == ({"replicas": 2}, {"replicas": 2})
+    # With autoscaling disabled the user owns the field, unset included (as upstream): the
+    # operator writes nothing into it.
+    manual = await model(pipeline, "manual")
+    assert condition(manual, "Ready") is not None
+    assert "replicas" not in manual["spec"]
+    for name in ("unscaled", "hand-scaled", "manual"):
         await kube.delete(resources.KUBEAI_MODEL, name, namespace=namespace)
 
 

@@ -1,5 +1,6 @@
 """On the real API server: the executor carries out an autoscaler's scale of a Model only
-while the Model is the one the decision was made from (decision 0172).
+while the Model is the one the decision was made from (decision 0172), and writes an unset
+``spec.replicas`` down only while it is unset (decision 0223).
 
 The race: the executor reads the Model (its replicas are those the decision started from),
 the user sets ``autoscalingDisabled: true`` without touching ``replicas``, then the executor's
@@ -20,11 +21,12 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
-from kaiwo_kube import resources
+from kaiwo_kube import Retryable, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.kv import MemoryKeyValue
 
 from tests.kube_backends import scratch_namespace
+from tests.managed_fields import field_managers_of
 from tests.real_cluster import RealCluster
 
 pytestmark = [pytest.mark.k8s]
@@ -155,3 +157,118 @@ async def test_a_status_write_just_before_the_scale_does_not_stop_it(
         )
         assert found["spec"]["replicas"] == 4
         assert scale_actions(execution) == [("applied", "replicas 2 -> 4", 2)]
+
+
+# ------------------------------------------------ an unset spec.replicas written down (0223)
+
+
+async def a_model_without_replicas(
+    kube: KubernetesAsyncioAdapter, stack: contextlib.AsyncExitStack
+) -> dict[str, Any]:
+    namespace = await scratch_namespace(kube, stack, prefix="kaiwo-scale")
+    return await kube.create(
+        {
+            "apiVersion": "kubeai.org/v1",
+            "kind": "Model",
+            "metadata": {"name": "llm", "namespace": namespace},
+            "spec": {
+                "url": "hf://o/m",
+                "engine": "VLLM",
+                "features": ["TextGeneration"],
+                "minReplicas": 0,
+                "maxReplicas": 3,
+            },
+        },
+        field_manager="kubectl-create",
+    )
+
+
+async def write_down(kube: Any, model: dict[str, Any]) -> Execution:
+    """The plan the planner makes of a Model with ``spec.replicas`` unset and ``minReplicas``
+    0: the bounds' write-back, 0 from 0."""
+    meta = model["metadata"]
+    owner = ObjectRef(
+        api_version="kubeai.org/v1",
+        kind="Model",
+        name=meta["name"],
+        namespace=meta["namespace"],
+        uid=meta["uid"],
+    )
+    plan = Plan(
+        owner=owner,
+        observed_generation=meta["generation"],
+        scale=ScaleIntent(target=owner, replicas=0, from_replicas=0),
+    )
+    executor = PlanExecutor(kube, ExecutionMemo(MemoryKeyValue()), clock=lambda: NOW)
+    return await executor.execute(PlanDecidedV1.of(plan), plan_id=uuid.uuid4().hex, sequence=1)
+
+
+async def test_an_unset_replicas_written_down_opens_the_scale_subresource_and_owns_nothing(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        model = await a_model_without_replicas(kube, stack)
+        namespace = model["metadata"]["namespace"]
+        # What an HPA or `kubectl get --subresource scale` met (decision 0027).
+        with pytest.raises(Retryable) as unreadable:
+            await kube.get_scale(resources.KUBEAI_MODEL, "llm", namespace=namespace)
+        assert unreadable.value.code == 500
+        assert 'the spec replicas field ".spec.replicas" does not exist' in str(unreadable.value)
+
+        execution = await write_down(kube, model)
+
+        assert scale_actions(execution) == [("applied", "replicas unset -> 0", 1)]
+        scale = await kube.get_scale(resources.KUBEAI_MODEL, "llm", namespace=namespace)
+        # autoscaling/v1 omits a zero: {} is "0 replicas".
+        assert (scale["spec"], scale["status"]) == ({}, {"replicas": 0})
+        found = await kube.get(resources.KUBEAI_MODEL, "llm", namespace=namespace)
+        assert found["spec"]["replicas"] == 0
+        # A 0 written through the Scale (which omits it) gives no manager the field: the
+        # user's later server-side apply of replicas, unforced, is no conflict.
+        assert field_managers_of(found, "spec", "replicas") == set()
+        applied = await kube.apply(
+            {
+                "apiVersion": "kubeai.org/v1",
+                "kind": "Model",
+                "metadata": {"name": "llm", "namespace": namespace},
+                "spec": {
+                    "url": "hf://o/m",
+                    "engine": "VLLM",
+                    "features": ["TextGeneration"],
+                    "replicas": 2,
+                },
+            },
+            field_manager="kubectl",
+            force=False,
+        )
+        assert applied["spec"]["replicas"] == 2
+        assert field_managers_of(applied, "spec", "replicas") == {"kubectl"}
+
+        # A write-down planned before the user's apply never undoes it.
+        late = await write_down(kube, model)
+
+        assert scale_actions(late) == [
+            ("unchanged", "set by someone else since the plan; left as set", 1)
+        ]
+        found = await kube.get(resources.KUBEAI_MODEL, "llm", namespace=namespace)
+        assert found["spec"]["replicas"] == 2
+
+
+async def test_replicas_set_just_before_the_write_down_stand(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    """The user scales the Model between the executor's read (no replicas) and its patch:
+    the patch's resourceVersion test refuses the write-down, and the user's 3 stands."""
+    async with contextlib.AsyncExitStack() as stack:
+        model = await a_model_without_replicas(kube, stack)
+        user = EditAfterFirstRead(kube, {"spec": {"replicas": 3}}, status=False)
+
+        execution = await write_down(user, model)
+
+        found = await kube.get(
+            resources.KUBEAI_MODEL, "llm", namespace=model["metadata"]["namespace"]
+        )
+        assert found["spec"]["replicas"] == 3
+        assert scale_actions(execution) == [
+            ("unchanged", "set by someone else since the plan; left as set", 1)
+        ]

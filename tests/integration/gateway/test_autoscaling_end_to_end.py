@@ -415,7 +415,8 @@ async def test_a_model_the_operator_cannot_serve_is_refused_at_once_and_not_scal
     assert body["code"] == "model_not_configured"
     assert 'resource profile not found: "nope"' in body["message"]
     assert waited < 30, f"refused after {waited:.1f} s"
-    assert "replicas" not in (await model(pipeline, name))["spec"]
+    # Not scaled up: its replicas are unset or the 0 its bounds write down (decision 0223).
+    assert (await model(pipeline, name))["spec"].get("replicas", 0) == 0
     assert not [d for d in await decisions(served) if d.model.name == name]
 
 

@@ -579,9 +579,12 @@ async def a_model_scaled_from_zero_by_a_decision(p: Pipeline) -> None:
         models.a_model("scaled", ns, url="hf://org/scaled", engine="VLLM", resourceProfile="cpu:1")
     )
     await holds(
-        "the Model at zero planned (its status written)",
+        "the Model at zero planned (its status written, its unset replicas written down: 0223)",
         lambda: models.model(p, "scaled"),
-        lambda found: (found.get("status") or {}).get("replicas") == {"all": 0, "ready": 0},
+        lambda found: (
+            (found.get("status") or {}).get("replicas") == {"all": 0, "ready": 0}
+            and found["spec"].get("replicas") == 0
+        ),
     )
     await models.decide_scale(p, "scaled", replicas=1)
     await models.serving(p, "scaled", 1)

@@ -451,7 +451,14 @@ async def test_a_scale_decision_is_bounded_by_the_clusters_ceiling(
             "private-model", namespace, url="hf://org/model", engine="VLLM", resourceProfile="cpu:1"
         )
     )
-    model = await kube.get(resources.KUBEAI_MODEL, "private-model", namespace=namespace)
+
+    async def written_down() -> dict[str, Any] | Pending:
+        # The operator writes the unset replicas down first (0223), a new generation: a
+        # decision on the one before would be void.
+        found = await kube.get(resources.KUBEAI_MODEL, "private-model", namespace=namespace)
+        return found if "replicas" in found["spec"] else Pending("replicas not written down yet")
+
+    model = await eventually(written_down, what="the Model's replicas written down")
     metadata = model["metadata"]
     decision = ScaleDecidedV1(
         model=ObjectRef(

@@ -228,3 +228,66 @@ async def test_a_status_write_between_the_read_and_the_patch_is_read_again_and_s
     assert [
         (a.outcome, a.reason, a.attempts) for a in execution.actions if a.operation == "scale"
     ] == [("applied", "replicas 2 -> 4", 2)]
+
+
+# ------------------------------------------------ an unset spec.replicas written down (0223)
+
+
+def written_down(harness: Harness) -> Plan:
+    """The bounds' write-back of an unset ``spec.replicas`` with ``minReplicas`` 0, as the
+    planner plans it: 0 from 0."""
+    return decided_at(harness, generation=generation_of(harness), from_replicas=0, replicas=0)
+
+
+async def test_an_unset_replicas_is_written_down_once(at_zero: Harness) -> None:
+    execution = await at_zero.run(written_down(at_zero), plan_id="p1")
+    assert replicas_of(at_zero) == 0
+    assert scale_actions(execution) == [("applied", "replicas unset -> 0")]
+
+    again = await at_zero.run(
+        written_down(at_zero).model_copy(update={"status": {"x": 1}}), plan_id="p2"
+    )
+    assert scale_actions(again) == [("unchanged", "already at 0 replicas")]
+
+
+@pytest.mark.parametrize("set_to", [0, 3])
+async def test_replicas_set_since_the_plan_are_never_overwritten(
+    tmp_path: Path, set_to: int
+) -> None:
+    async for harness in model_harness(tmp_path, {}):
+        plan = written_down(harness)
+        await harness.kube.merge_patch(
+            resources.KUBEAI_MODEL, "llm", {"spec": {"replicas": set_to}}, namespace=NAMESPACE
+        )
+        execution = await harness.run(plan, plan_id="p1")
+        assert replicas_of(harness) == set_to
+        assert scale_actions(execution) == [
+            ("unchanged", "already at 0 replicas")
+            if set_to == 0
+            else ("unchanged", "set by someone else since the plan; left as set")
+        ]
+
+
+async def test_replicas_set_between_the_read_and_the_write_down_stand(at_zero: Harness) -> None:
+    plan = written_down(at_zero)
+    flaky = FlakyKube(at_zero.kube)
+    original_get = at_zero.kube.get
+    reads = 0
+
+    async def get_then_set(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal reads
+        found = await original_get(*args, **kwargs)
+        reads += 1
+        if reads == 1:  # the user's apply lands right after the executor read the Model
+            await at_zero.kube.merge_patch(
+                resources.KUBEAI_MODEL, "llm", {"spec": {"replicas": 2}}, namespace=NAMESPACE
+            )
+        return found
+
+    flaky.get = get_then_set  # type: ignore[method-assign]
+    execution = await at_zero.run(plan, plan_id="p1", executor=at_zero.executor(kube=flaky))
+
+    assert replicas_of(at_zero) == 2
+    assert scale_actions(execution) == [
+        ("unchanged", "set by someone else since the plan; left as set")
+    ]

@@ -78,13 +78,14 @@ class OwnerWrites:
         """Steps 4 and 8: set the replicas, only while they are those the decision read."""
         target = intent.target
         planned = run.plan.observed_generation
+        fills_unset = writes_unset_replicas(intent, operation)
 
         async def scale() -> StepOutcome:
             resource, live = await self._calls.read_same(target)
             if live is None:
                 return StepOutcome.OWNER_GONE
             current = (live.get("spec") or {}).get("replicas")
-            if (current or 0) == intent.replicas:
+            if (current if fills_unset else (current or 0)) == intent.replicas:
                 return StepOutcome.UNCHANGED
             if (current or 0) != intent.from_replicas:
                 return StepOutcome.MOVED
@@ -120,10 +121,16 @@ class OwnerWrites:
         reasons = {
             StepOutcome.UNCHANGED: f"already at {intent.replicas} replicas",
             StepOutcome.MOVED: (
-                f"no longer at the {intent.from_replicas} replicas the decision started from; "
-                "left to the next decision"
+                "set by someone else since the plan; left as set"
+                if fills_unset
+                else f"no longer at the {intent.from_replicas} replicas the decision started "
+                "from; left to the next decision"
             ),
-            StepOutcome.APPLIED: f"replicas {intent.from_replicas} -> {intent.replicas}",
+            StepOutcome.APPLIED: (
+                f"replicas unset -> {intent.replicas}"
+                if fills_unset
+                else f"replicas {intent.from_replicas} -> {intent.replicas}"
+            ),
             StepOutcome.STALE: (
                 f"the spec changed since the decision (generation {planned}); "
                 "left to the next decision"
@@ -246,6 +253,16 @@ class OwnerWrites:
             namespace=target.namespace,
             field_manager=FIELD_MANAGER,
         )
+
+
+def writes_unset_replicas(intent: ScaleIntent, operation: Operation) -> bool:
+    """Whether a scale only writes down replicas the object leaves unset: a Model's
+    ``spec.replicas`` absent, which its bounds read as ``minReplicas``, 0 here (the planner's
+    ``replica_bounds_intent`` says so with ``from_replicas == replicas``, decision 0223).
+    Elsewhere an absent field counts as 0, so such a scale would find the Model "already
+    there" and its scale subresource would keep answering 500. It writes the field only while
+    it is absent: a number anyone set since stands (a preemption's own 0-from-0 is not one)."""
+    return operation == "scale" and intent.from_replicas == intent.replicas
 
 
 def _spec_moved(live: dict[str, Any], planned: int | None) -> bool:

@@ -81,10 +81,28 @@ def test_replicas_are_clamped_into_their_bounds_unless_autoscaling_is_off(
         ({"replicas": 0, "minReplicas": 2}, (0, 2)),
         ({"minReplicas": 2}, (0, 2)),
         ({"replicas": 2, "minReplicas": 1, "maxReplicas": 3}, None),
-        ({}, None),
+        # Unset and minReplicas 0: written down as 0, so the scale subresource answers.
+        ({}, (0, 0)),
+        ({"minReplicas": 0, "maxReplicas": 4}, (0, 0)),
+        # Set, to anything within the bounds (0 included): never written again.
+        ({"replicas": 0}, None),
+        ({"replicas": 3, "maxReplicas": 4}, None),
         ({"replicas": 5, "maxReplicas": 3, "autoscalingDisabled": True}, None),
+        # Autoscaling off: the user owns the field, unset included (upstream leaves it).
+        ({"autoscalingDisabled": True}, None),
     ],
-    ids=["above-max", "below-min", "unset-below-min", "within", "unset", "autoscaling-off"],
+    ids=[
+        "above-max",
+        "below-min",
+        "unset-below-min",
+        "within",
+        "unset",
+        "unset-min-zero",
+        "set-to-zero",
+        "set-within",
+        "autoscaling-off",
+        "unset-autoscaling-off",
+    ],
 )
 def test_replicas_outside_the_bounds_are_written_back_as_kubeai_does(
     spec: dict[str, Any], written: tuple[int, int] | None
@@ -94,6 +112,11 @@ def test_replicas_outside_the_bounds_are_written_back_as_kubeai_does(
     assert ((scale.from_replicas, scale.replicas) if scale else None) == written
     if scale is not None:
         assert scale.target == plan.owner
+
+
+def test_an_unset_replicas_is_not_written_while_the_model_is_deleted() -> None:
+    deleting = model(BASE, deletionTimestamp="2026-01-01T11:00:00Z", finalizers=["x"])
+    assert plan_for(deleting).scale is None
 
 
 @pytest.mark.parametrize("autoscaling_disabled", [False, True])

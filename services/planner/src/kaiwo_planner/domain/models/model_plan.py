@@ -17,9 +17,9 @@ Steps, each a pure function of the Model, the cluster state and ``now``:
 
 Replicas (:mod:`~kaiwo_planner.domain.models.replicas`): with autoscaling (the default)
 ``spec.replicas`` clamped into ``[minReplicas, maxReplicas]``, ``minReplicas`` when it is
-not set; with ``autoscalingDisabled`` ``spec.replicas`` as it is (none: 0). Upstream writes
-the clamped value back into ``spec.replicas``; here the spec stays the user's (and the autoscaler's,
-through the scale subresource), and the plan uses the clamped value. The autoscaler's latest
+not set; with ``autoscalingDisabled`` ``spec.replicas`` as it is (none: 0). As upstream, the
+clamped value is written back into ``spec.replicas`` through the scale subresource, an unset
+one included (decisions 0016, 0223), and the plan uses the clamped value. The autoscaler's latest
 decision for the Model, while it still applies, makes the plan set ``spec.replicas`` through
 the scale subresource (``Plan.scale``, :mod:`~kaiwo_planner.domain.models.autoscaling`); the
 Pods follow once the new replicas are observed. The cluster's ceiling on the autoscaler

@@ -35,14 +35,19 @@ def replica_bounds_intent(model: Model, ref: ObjectRef) -> ScaleIntent | None:
     """``spec.replicas`` brought within ``minReplicas``..``maxReplicas`` (written back, as
     KubeAI does, so that the Model shows the replicas its Pods follow); None when it is
     within them, when autoscaling is disabled (the user's number is the number), or while the
-    Model is deleted. An unset ``spec.replicas`` is written only when the bounds ask for more
-    than none."""
+    Model is deleted.
+
+    An unset ``spec.replicas`` is written as ``minReplicas``, 0 included (decision 0223): the
+    scale subresource of a custom object without the field answers 500, so an HPA or
+    ``kubectl get --subresource scale`` could not read a Model that nothing had scaled yet.
+    That intent says ``from_replicas == replicas == 0``: the executor writes the field only
+    while it is still absent, so a number anyone set meanwhile stands."""
     spec = model.spec
     if spec.autoscaling_disabled or model.metadata.deletion_timestamp is not None:
         return None
     wanted = effective_replicas(model)
     current = spec.replicas
-    if current == wanted or (current is None and wanted == 0):
+    if current == wanted:
         return None
     # A negative count (one the CRD's minimum would refuse, but a message may carry) reads as 0.
     return ScaleIntent(target=ref, replicas=wanted, from_replicas=max(current or 0, 0))
