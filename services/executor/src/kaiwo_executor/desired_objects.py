@@ -15,7 +15,7 @@ from kaiwo_contracts.plans import (
     created_suspended,
     without_admission_gate,
 )
-from kaiwo_kube import AlreadyExists, Conflict, NotFound
+from kaiwo_kube import Conflict, NotFound
 from kaiwo_kube.resources import NODE, ResourceType, known_type
 
 from kaiwo_executor.child_ownership import (
@@ -462,11 +462,16 @@ class DesiredObjects:
         return StepOutcome.UNCHANGED
 
     async def _recreate(self, manifest: dict[str, Any]) -> StepOutcome:
-        try:
-            await self._kube.create(manifest, field_manager=FIELD_MANAGER)
-        except AlreadyExists:
-            return StepOutcome.UNCHANGED
-        return StepOutcome.APPLIED
+        """Create ``manifest`` unless an object holds its name, which is then left as it is.
+
+        By the apply that only creates (decision 0105), under the manager and force a new
+        child's creation has, never by POST: a POST's fields belong to the manager's
+        ``Update`` entry, which a later apply under the same name neither reads nor clears,
+        so a field the owner stopped setting stayed on the child made again for good
+        (decision 0225)."""
+        if await self._create_if_absent(manifest):
+            return StepOutcome.APPLIED
+        return StepOutcome.UNCHANGED
 
     async def _patch_node(self, intent: dict[str, Any]) -> StepOutcome:
         name = str((intent.get("metadata") or {}).get("name", ""))
