@@ -207,7 +207,12 @@ def model() -> dict[str, Any]:
             "resourceVersion": "200",
             "generation": 1,
         },
-        "spec": {"url": "hf://org/llm", "engine": "VLLM", "resourceProfile": "cpu:1"},
+        "spec": {
+            "url": "hf://org/llm",
+            "engine": "VLLM",
+            "resourceProfile": "cpu:1",
+            "replicas": 0,
+        },
     }
 
 

@@ -61,7 +61,7 @@ async def test_a_decision_plans_the_model_with_its_scale_and_records_the_sequenc
 ) -> None:
     service = harness.service(plan_fn=None)
     await service.start()
-    await harness.observe(llm(None), "10", "ADDED")
+    await harness.observe(llm(0), "10", "ADDED")
     await harness.drain(service)
     before = [p for p in harness.plans() if p.data.plan.owner.kind == "Model"]
     assert [p.data.plan.scale for p in before] == [None]
