@@ -19,6 +19,13 @@ The user's flavor selects ``kaiwo/nodepool=admin-gpus``: two 8-GPU KaiwoJobs adm
 to it run one on each admin-labelled node, none on ``nl-operator``. The admin's values stay
 after the operator has planned the nodes again (a node registered after the relabel is
 labelled by a later plan), and the labels the admin did not set are still the operator's.
+
+The default ClusterQueue's quota of the discovered pool counts only the nodes that carry, or
+will carry, the pool's label (decision 0229): an admin-labelled node leaves it, and the
+queue config's Ready message names the nodes left out. Kueue admits two 8-GPU jobs of the
+default queue, which run on the two operator-labelled nodes, and keeps a third waiting for
+quota: counted with the admin's nodes (32 GPUs) it would have admitted the third, and its pod
+would have stayed Pending for ever.
 """
 
 from __future__ import annotations
@@ -95,8 +102,8 @@ def queue_config_spec(namespace: str) -> dict[str, Any]:
     }
 
 
-def eight_gpu_job(name: str, namespace: str) -> dict[str, Any]:
-    """A KaiwoJob of one 8-GPU pod in the admin's queue, running (on kwok) until clean-up."""
+def eight_gpu_job(name: str, namespace: str, queue: str = ADMIN_QUEUE) -> dict[str, Any]:
+    """A KaiwoJob of one 8-GPU pod in ``queue``, running (on kwok) until clean-up."""
     return {
         "apiVersion": actors.KAIWO_API,
         "kind": "KaiwoJob",
@@ -105,7 +112,7 @@ def eight_gpu_job(name: str, namespace: str) -> dict[str, Any]:
             "user": "alice@example.com",
             "image": "ghcr.io/silogen/rocm-ray:6.4",
             "entrypoint": "python train.py",
-            "clusterQueue": ADMIN_QUEUE,
+            "clusterQueue": queue,
             "gpus": 8,
             "gpuVendor": "amd",
         },
@@ -163,6 +170,50 @@ async def queue_config_ready(pipeline: Pipeline) -> None:
     await eventually(check, what="the queue config READY", within=STEP)
 
 
+async def default_queue_counts(pipeline: Pipeline, gpus: str, *, left_out: list[str]) -> None:
+    """The default ClusterQueue ``kaiwo`` holds ``gpus`` of the discovered pool's flavor (8 a
+    node counted) while the queue config is READY naming ``left_out`` as the nodes left out
+    of the pools: both at once, so a state the operator passes through on its way (a plan
+    made before every node was seen) is not taken for the settled one."""
+    note = (
+        f"; left out of the node pools, their kaiwo/nodepool set elsewhere: {', '.join(left_out)}"
+    )
+
+    async def check() -> bool | Pending:
+        config = await pipeline.kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+        status = config.get("status") or {}
+        ready = next((c for c in status.get("conditions") or () if c["type"] == "Ready"), {})
+        said = str(ready.get("message", ""))
+        queue = await pipeline.kube.get(resources.KUEUE_CLUSTER_QUEUE, actors.QUEUE)
+        quotas = {
+            (flavor["name"], resource["name"]): resource["nominalQuota"]
+            for group in queue["spec"].get("resourceGroups") or ()
+            for flavor in group["flavors"]
+            for resource in flavor["resources"]
+        }
+        found = str(quotas.get((POOL, "amd.com/gpu")))
+        if status.get("status") == "READY" and said.endswith(note) and found == gpus:
+            return True
+        return Pending(f"{status.get('status')}: {said!r}; {quotas}")
+
+    await eventually(
+        check, what=f"the default queue with {gpus} GPUs, {left_out} left out", within=STEP
+    )
+
+
+async def waits_for_quota(pipeline: Pipeline, job_name: str) -> str:
+    """The KaiwoJob's Admitted message, once it says Kueue has no quota left for it."""
+
+    async def check() -> str | Pending:
+        found = await pipeline.kube.get(resources.KAIWO_JOB, job_name, namespace=pipeline.namespace)
+        conditions = (found.get("status") or {}).get("conditions") or ()
+        admitted = next((c for c in conditions if c["type"] == "Admitted"), {})
+        message = str(admitted.get("message", ""))
+        return message if "insufficient unused quota" in message else Pending(message)
+
+    return await eventually(check, what=f"{job_name} waiting for quota", within=STEP)
+
+
 async def admission(pipeline: Pipeline, job_name: str) -> dict[str, Any]:
     """The real Kueue's admission of the Job ``job_name``'s Workload."""
 
@@ -178,9 +229,9 @@ async def admission(pipeline: Pipeline, job_name: str) -> dict[str, Any]:
     return await eventually(check, what=f"Kueue admitting {job_name}", within=STEP)
 
 
-async def running_on(pipeline: Pipeline, job_name: str) -> str:
+async def running_on(pipeline: Pipeline, job_name: str, pool: str = ADMIN_POOL) -> str:
     """The node the kube-scheduler bound the Job ``job_name``'s Running pod to, which selects
-    the admin's pool by the node selector Kueue put in from the flavor."""
+    ``pool`` by the node selector Kueue put in from the flavor."""
 
     async def check() -> str | Pending:
         pods = await pipeline.kube.list(
@@ -192,7 +243,7 @@ async def running_on(pipeline: Pipeline, job_name: str) -> str:
         if not running:
             return Pending(f"{[(p.get('status') or {}).get('phase') for p in pods.items]}")
         [pod] = running
-        assert pod["spec"]["nodeSelector"][NODEPOOL] == ADMIN_POOL
+        assert pod["spec"]["nodeSelector"][NODEPOOL] == pool
         return str(pod["spec"]["nodeName"])
 
     return await eventually(check, what=f"the pod of {job_name} running", within=STEP)
@@ -243,12 +294,17 @@ async def test_the_admins_pool_labels_stay_and_schedule_the_admins_flavor(stack:
     assert NODEPOOL in labels_owned_by(before, "admin")
     assert NODEPOOL not in labels_owned_by(before, "kaiwo")
     assert "kaiwo/gpu-model" in labels_owned_by(before, "kaiwo")
+    # The default queue counts the two nodes that carry the pool's label, not the one the
+    # admin labelled before the operator started.
+    await default_queue_counts(pipeline, "16", left_out=[ADMIN_BEFORE])
 
     # The admin relabels a node the operator labelled: the label is no longer the operator's.
     await admin_relabels(kube, ADMIN_WHILE)
     relabelled = await kube.get(resources.NODE, ADMIN_WHILE)
     assert NODEPOOL in labels_owned_by(relabelled, "kubectl-label")
     assert NODEPOOL not in labels_owned_by(relabelled, "kaiwo")
+    # The relabelled node's quota leaves the pool.
+    await default_queue_counts(pipeline, "8", left_out=[ADMIN_BEFORE, ADMIN_WHILE])
     # A node registered after the relabel is labelled by a plan made with the relabel seen:
     # that plan's node intents left both admin values alone.
     await register_kwok_nodes(kube, (NodeSpec(LATE, MI300X),))
@@ -256,6 +312,7 @@ async def test_the_admins_pool_labels_stay_and_schedule_the_admins_flavor(stack:
     for name in (ADMIN_BEFORE, ADMIN_WHILE):
         node = await kube.get(resources.NODE, name)
         assert kaiwo_labels(node) == ADMINS_LABELS, name
+    await default_queue_counts(pipeline, "16", left_out=[ADMIN_BEFORE, ADMIN_WHILE])
 
     # Kueue admits both jobs to the user's flavor; each pod lands on an admin-labelled node,
     # none on the operator-labelled ones with free GPUs of the same kind.
@@ -276,3 +333,20 @@ async def test_the_admins_pool_labels_stay_and_schedule_the_admins_flavor(stack:
     for name in (OPERATORS, LATE):
         node = await kube.get(resources.NODE, name)
         assert kaiwo_labels(node) == OPERATORS_LABELS, name
+
+    # The default queue's 16 GPUs are the two operator-labelled nodes': two 8-GPU jobs run on
+    # them, and Kueue keeps a third waiting rather than admitting it to nodes it cannot use.
+    for name in ("third", "fourth"):
+        await kube.create(eight_gpu_job(name, pipeline.namespace, queue=actors.QUEUE))
+    for name in ("third", "fourth"):
+        admitted = await admission(pipeline, name)
+        assert admitted["clusterQueue"] == actors.QUEUE
+    assert {
+        await running_on(pipeline, "third", pool=POOL),
+        await running_on(pipeline, "fourth", pool=POOL),
+    } == {OPERATORS, LATE}
+    await kube.create(eight_gpu_job("fifth", pipeline.namespace, queue=actors.QUEUE))
+    assert await waits_for_quota(pipeline, "fifth") == (
+        f"Workload is pending admission into '{actors.QUEUE}': couldn't assign flavors to pod "
+        f"set main: insufficient unused quota for amd.com/gpu in flavor {POOL}, 8 more needed"
+    )

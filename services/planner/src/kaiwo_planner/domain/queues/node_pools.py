@@ -29,6 +29,14 @@ Choices that differ from upstream:
   itself added, so a renamed ``defaultGpuTaintKey`` moves that taint to the new key (decision
   0145). Turning ``addTaintsToGpuNodes`` off leaves the taint where it is (as upstream,
   decision 0132).
+* A node whose ``kaiwo/nodepool`` holds a value someone else set is left out of the
+  discovered pools and their quota, and is not asked for the operator's value (decision
+  0229): a discovered flavor selects ``kaiwo/nodepool=<pool>``, the executor never replaces an
+  admin's value, so the node would never carry it and the default ClusterQueue would admit
+  pods that never schedule. Whose value it is the planner reads from the value alone (the
+  projection holds no ``managedFields``): a value the operator generates, a pool name
+  (:func:`is_generated_pool_name`), is taken as the operator's own from the node's earlier
+  shape, which the executor moves to the new pool. Upstream counts every node.
 * A control-plane node that ``excludeMasterNodesFromNodePools`` leaves out loses the pool
   labels (:data:`POOL_LABELS`) it carries, as a partial Node naming each with ``None`` (a
   merge-patch removal): labelled while the setting was off, it stayed in every flavor that
@@ -39,6 +47,7 @@ Choices that differ from upstream:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -69,6 +78,9 @@ _DEFAULT_TOPOLOGY_VALUES = MappingProxyType(
 )
 
 _NOMINAL_SHARE = 0.9  # leave 10 % of each node to the system and daemons
+_GENERATED_POOL_NAME = re.compile(r"(?:amd|nvidia|cpu)-[a-z0-9.-]+-[0-9]+gpu-[0-9]+core-[0-9]+gi")
+"""What :attr:`NodeShape.pool_name` gives, shortened with a hash or not (upstream's names have
+the same form)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +157,34 @@ class NodePool:
         return quotas
 
 
+def is_generated_pool_name(value: str) -> bool:
+    """``value`` has the form of a pool name the operator generates
+    (``amd-mi300x-8gpu-172core-1843gi``, ``cpu-only-0gpu-14core-57gi``). Only a pool of
+    numbers too long for 63 characters is named otherwise (cut and hashed whole); such a node
+    has no plausible capacity."""
+    return _GENERATED_POOL_NAME.fullmatch(value) is not None
+
+
+def pool_label_set_elsewhere(node: NodeInfo) -> bool:
+    """The node's ``kaiwo/nodepool`` holds a value that is neither its pool's name nor a pool
+    name the operator generates: someone else's (an admin's ``amd-gpu-nodes``), which the
+    executor keeps, so the node never carries its discovered pool's label.
+
+    A generated name other than the node's pool is the operator's own from before the node's
+    shape changed (more memory reported, a GPU gone): the executor owns it and moves it, so
+    the node stays in its new pool rather than out of every pool for good. An admin who
+    copied a generated name onto a node of another shape is taken for the operator: the one
+    case this reading of the value alone gets wrong (decision 0229)."""
+    value = node.labels.get(NODEPOOL_LABEL)
+    return (
+        value is not None
+        and value != node_shape(node).pool_name
+        and not is_generated_pool_name(value)
+    )
+
+
 def pool_members(nodes: Iterable[NodeInfo], *, exclude_control_plane: bool) -> list[NodeInfo]:
-    """The nodes that belong to some pool, by name."""
+    """The nodes that belong to some pool, by name: they get the operator's labels."""
     return sorted(
         (
             n
@@ -162,12 +200,27 @@ def pool_members(nodes: Iterable[NodeInfo], *, exclude_control_plane: bool) -> l
 def discover_node_pools(
     nodes: Iterable[NodeInfo], *, exclude_control_plane: bool
 ) -> tuple[NodePool, ...]:
-    """Group the schedulable nodes into pools, sorted by pool name."""
+    """Group the schedulable nodes into pools, sorted by pool name: each pool of the nodes
+    that carry, or will carry, ``kaiwo/nodepool=<pool>``, the label its discovered flavor
+    selects (not those whose label is set elsewhere, :func:`pool_label_set_elsewhere`)."""
     members: dict[NodeShape, list[str]] = {}
     for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
-        members.setdefault(node_shape(node), []).append(node.name)
+        if not pool_label_set_elsewhere(node):
+            members.setdefault(node_shape(node), []).append(node.name)
     pools = (NodePool(shape=shape, nodes=tuple(names)) for shape, names in members.items())
     return tuple(sorted(pools, key=lambda p: p.name))
+
+
+def nodes_labelled_elsewhere(
+    nodes: Iterable[NodeInfo], *, exclude_control_plane: bool
+) -> tuple[str, ...]:
+    """The names of the nodes :func:`discover_node_pools` leaves out for their
+    ``kaiwo/nodepool`` set elsewhere, sorted: for the status to name."""
+    return tuple(
+        node.name
+        for node in pool_members(nodes, exclude_control_plane=exclude_control_plane)
+        if pool_label_set_elsewhere(node)
+    )
 
 
 def default_resource_flavors(
@@ -238,7 +291,8 @@ def node_changes(
     and never replaces a label value that another manager wrote. ``kaiwo/nodepool`` goes only
     to the nodes of ``pools_in_force`` (None: every pool), the pools whose discovered flavors
     are in force: with flavors of the user's own, it is the admin's to set (the API
-    reference's example flavor selects ``kaiwo/nodepool: amd-gpu-nodes``). ``kaiwo/gpu-model``
+    reference's example flavor selects ``kaiwo/nodepool: amd-gpu-nodes``), and never to a
+    node whose value is set elsewhere (:func:`pool_label_set_elsewhere`). ``kaiwo/gpu-model``
     goes to every GPU node: a workload's ``gpuModels`` selects it whatever flavors the queue
     config lists (decision 0201). With ``exclude_control_plane``, the control-plane nodes
     that carry pool labels get partial Nodes removing them (:func:`pool_label_removals`).
@@ -254,7 +308,8 @@ def node_changes(
             **{key: node.labels.get(key, value) for key, value in _DEFAULT_TOPOLOGY_VALUES.items()},
             WORKER_LABEL: "true",
         }
-        if in_force is None or shape.pool_name in in_force:
+        # A value set elsewhere is not asked for: the executor would keep it anyway.
+        if (in_force is None or shape.pool_name in in_force) and not pool_label_set_elsewhere(node):
             labels[NODEPOOL_LABEL] = shape.pool_name
         if shape.has_gpus:
             labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)

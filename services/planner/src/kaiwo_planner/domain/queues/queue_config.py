@@ -107,6 +107,7 @@ from kaiwo_planner.domain.queues.node_pools import (
     default_topology,
     discover_node_pools,
     node_changes,
+    nodes_labelled_elsewhere,
 )
 from kaiwo_planner.domain.queues.queue_config_status import (
     READY_CONDITION,
@@ -216,7 +217,14 @@ def plan_queue_config(
         spec,
         missing_namespaces,
         judged,
-        generated=generated_note(spec, queue_config.spec),
+        generated=generated_note(
+            spec,
+            queue_config.spec,
+            left_out=nodes_labelled_elsewhere(
+                cluster.nodes,
+                exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools,
+            ),
+        ),
         inactive=inactive_queues(spec, cluster=cluster),
         leaving=leaving_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid),
         held_back=held_back,

@@ -38,8 +38,17 @@ MAX_OBJECTS_NAMED = 5
 ON_THE_WAY = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
 
-def generated_note(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -> str:
-    """What the spec in force adds to or changes in the user's spec, for the Ready message."""
+def generated_note(
+    effective: KaiwoQueueConfigSpec,
+    written: KaiwoQueueConfigSpec,
+    *,
+    left_out: Sequence[str] = (),
+) -> str:
+    """What the spec in force adds to or changes in the user's spec, for the Ready message.
+
+    ``left_out``: the nodes node-pool discovery leaves out for their ``kaiwo/nodepool`` set
+    elsewhere (decision 0229), named when something was generated from the nodes, so a
+    default queue without those nodes' quota says why."""
     user_flavors = {f.name: f for f in written.resource_flavors or ()}
     user_queues = {q.name: q for q in written.cluster_queues or ()}
     flavors = [f.name for f in effective.resource_flavors or () if user_flavors.get(f.name) != f]
@@ -49,7 +58,13 @@ def generated_note(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpe
         parts.append("ClusterQueues " + ", ".join(queues))
     if flavors:
         parts.append("ResourceFlavors " + ", ".join(flavors))
-    return f" (generated from the nodes: {'; '.join(parts)})" if parts else ""
+    if not parts:
+        return ""
+    note = f" (generated from the nodes: {'; '.join(parts)})"
+    if left_out:
+        nodes = first_few(list(left_out), shown=MAX_OBJECTS_NAMED)
+        note += f"; left out of the node pools, their kaiwo/nodepool set elsewhere: {nodes}"
+    return note
 
 
 def ready_condition(
