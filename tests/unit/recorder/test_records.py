@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from kaiwo_eventstore import InMemoryEventStore
 from kaiwo_recorder.records import (
     DEAD_LETTER_TYPE,
     MALFORMED_TYPE,
@@ -247,7 +249,8 @@ def test_a_dead_letter_is_its_own_event_caused_by_the_original(samples: Any) -> 
     event = record_of(delivery, now=LATER)
 
     assert event.type == DEAD_LETTER_TYPE
-    assert event.event_id == "dlq:KAIWO_OBS:planner-obs:12"
+    # The dead letter's Nats-Msg-Id and the first 16 hex digits of SHA-256 of the ce-id.
+    assert event.event_id == "dlq:KAIWO_OBS:planner-obs:12:f7d46d351fe608d4"
     assert event.stream_id == "deadletter/KAIWO_OBS/planner-obs"
     assert event.causation_id == f"{samples.JOB_UID}:100"
     assert event.correlation_id == samples.JOB_UID
@@ -320,3 +323,53 @@ def test_a_body_at_the_depth_limit_is_kept_as_text_so_the_row_can_be_read_back(
 
     assert event.data["failure"] == "not-an-object"
     assert (event.data["bodyEncoding"], event.data["body"]) == ("text", at_the_limit.decode())
+
+
+def _dead_letter_row(sent: Any, *, sequence: int, reason: str, dlq_sequence: int) -> Any:
+    subject, headers, body = dead_letter(
+        delivery_of(sent, sequence=sequence), consumer="planner-obs", reason=reason, attempts=5
+    )
+    letter = Delivery(
+        stream="KAIWO_DLQ",
+        consumer="recorder-dlq",
+        stream_sequence=dlq_sequence,
+        attempt=1,
+        subject=subject,
+        headers=headers,
+        body=body,
+    )
+    return record_of(letter, now=LATER)
+
+
+def test_dead_letters_of_two_messages_at_one_sequence_of_two_stream_lifetimes_are_both_kept(
+    samples: Any,
+) -> None:
+    # NATS lost its streams (an emptyDir), they were made again, and sequence 7 of KAIWO_OBS
+    # now holds another message; the event store kept the first lifetime's dead letter.
+    first = _dead_letter_row(
+        samples.job_observation(resource_version="100"),
+        sequence=7,
+        reason="first lifetime",
+        dlq_sequence=3,
+    )
+    second = _dead_letter_row(
+        samples.job_observation(resource_version="150"),
+        sequence=7,
+        reason="after the streams were made again",
+        dlq_sequence=3,
+    )
+    # The same message dead-lettered again (the relay after the planner) is the same fact.
+    again = _dead_letter_row(
+        samples.job_observation(resource_version="150"),
+        sequence=7,
+        reason="max deliveries (5) exhausted without an acknowledgement",
+        dlq_sequence=4,
+    )
+
+    async def store_all() -> list[Any]:
+        store = InMemoryEventStore()
+        for row in (first, second, again):
+            await store.append_next([row])
+        return [event.data["reason"] for event in await store.read_stream(first.stream_id)]
+
+    assert asyncio.run(store_all()) == ["first lifetime", "after the streams were made again"]

@@ -49,6 +49,26 @@ SCALE_TYPE: Final = ScaleDecidedV1.EVENT_TYPE
 GATEWAY_STREAM: Final = "KAIWO_GATEWAY"
 
 
+class StreamsRecreatedError(ValueError):
+    """Two recorded events of one input share a stream sequence: the NATS stream was made
+    again (its sequences start at 1 again) while the store kept the older lifetime's events.
+
+    A plan names only the sequences it read, not which lifetime of the stream they were
+    in, so replay cannot tell which observations a plan was made from: it refuses (the CLI
+    exits 2), never judging a plan against another lifetime's objects (decision 0231)."""
+
+    def __init__(self, stream: str, sequence: int) -> None:
+        super().__init__(
+            f"{stream} sequence {sequence} is recorded twice, for two different events: the "
+            f"NATS stream {stream} was made again (NATS lost its streams) and this store holds "
+            "more than one lifetime of it. A plan's sequences do not say which lifetime they "
+            "were read in, so replay cannot tell which observations a plan was made from; "
+            "replay a store recorded since the streams were made again"
+        )
+        self.stream = stream
+        self.sequence = sequence
+
+
 @dataclass(frozen=True, slots=True)
 class _Observation:
     sequence: int
@@ -56,12 +76,19 @@ class _Observation:
 
 
 def observations_in_stream_order(events: Iterable[StoredEvent]) -> list[_Observation]:
-    """Recorded observations of ``KAIWO_OBS`` with a readable payload, by stream sequence."""
+    """Recorded observations of ``KAIWO_OBS`` with a readable payload, by stream sequence.
+
+    Raises :class:`StreamsRecreatedError` when two observations share a sequence."""
     found: dict[int, _Observation] = {}
+    seen: set[int] = set()
     for event in events:
         sequence = _obs_sequence_of(event)
-        if event.type != OBSERVED_TYPE or sequence is None or sequence in found:
+        if event.type != OBSERVED_TYPE or sequence is None:
             continue
+        if sequence in seen:
+            # The store keeps one row per event id, so a second row is another message.
+            raise StreamsRecreatedError(OBSERVED_STREAM, sequence)
+        seen.add(sequence)
         try:
             found[sequence] = _Observation(sequence, ObservedObjectV1.model_validate(event.data))
         except ValidationError:
@@ -103,12 +130,18 @@ def _in_stream_order(
     read: Callable[[StoredEvent], _Read | None],
 ) -> list[tuple[int, _Read]]:
     """What ``read`` makes of each recorded event of ``event_type`` in ``stream`` (once per
-    stream sequence; unreadable payloads and None skipped), by stream sequence."""
+    stream sequence; unreadable payloads and None skipped), by stream sequence.
+
+    Raises :class:`StreamsRecreatedError` when two events share a sequence."""
     found: dict[int, _Read] = {}
+    seen: set[int] = set()
     for event in events:
         sequence = _sequence_in(event, stream)
-        if event.type != event_type or sequence is None or sequence in found:
+        if event.type != event_type or sequence is None:
             continue
+        if sequence in seen:
+            raise StreamsRecreatedError(stream, sequence)
+        seen.add(sequence)
         try:
             value = read(event)
         except ValidationError:

@@ -3,6 +3,7 @@ order, observations, findings and scale decisions read up to each plan's sequenc
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 from collections.abc import (
@@ -25,11 +26,15 @@ from kaiwo_cli.replay.comparison import (
 )
 from kaiwo_cli.replay.recorded import (
     FINDING_TYPE,
+    GATEWAY_STREAM,
+    MONITOR_STREAM,
+    OBSERVED_STREAM,
     OBSERVED_TYPE,
     PLAN_TYPE,
     SCALE_TYPE,
     PlanOrder,
     Span,
+    StreamsRecreatedError,
     decided_plan,
     finding_of,
     observation_of,
@@ -121,9 +126,11 @@ async def replay_from_store(
     # Another workload's plans are left in the store, not decoded; another span's, not read.
     plans = batches(PLAN_TYPE, span.start, _plans_of(workload_uid))
 
-    observations = _InStreamOrder(batches(OBSERVED_TYPE), read=observation_of)
-    findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
-    requests = _InStreamOrder(batches(SCALE_TYPE), read=scale_request_of)
+    observations = _InStreamOrder(
+        batches(OBSERVED_TYPE), read=observation_of, stream=OBSERVED_STREAM
+    )
+    findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of, stream=MONITOR_STREAM)
+    requests = _InStreamOrder(batches(SCALE_TYPE), read=scale_request_of, stream=GATEWAY_STREAM)
     done = 0
     with cyclic_gc_paused():  # see kaiwo_eventstore.bulk, and _COLLECT_EVERY
         try:
@@ -165,6 +172,12 @@ async def replay_from_store(
                     gc.collect()
                 if progress is not None:
                     progress(done, None)
+            if span.end is None:
+                # A stream made again shows only as a sequence recorded twice, which may lie
+                # past the last plan's: the last span (or the whole store) reads to the end,
+                # so no replay reports verdicts over a store of two lifetimes (0231).
+                for source in (observations, findings, requests):
+                    await source.check_rest()
         finally:
             for source in (observations, findings, requests):
                 await source.close()
@@ -195,16 +208,27 @@ _Item = TypeVar("_Item")
 
 class _InStreamOrder(Generic[_Item]):
     """One input of replay, read from the store batch by batch, handed out in stream-sequence
-    order up to a bound. Holds only what was read past the last bound (a batch or so)."""
+    order up to a bound. Holds only what was read past the last bound (a batch or so).
+
+    Raises :class:`StreamsRecreatedError` on a second event at a sequence: one already
+    waiting, or one handed out (an event at a sequence passed over with none is only late).
+    The store keeps one row per event id, so a second row at a sequence is another message
+    of another lifetime of the stream."""
 
     def __init__(
         self,
         batches: AsyncGenerator[Sequence[StoredEvent], None],
         *,
         read: Callable[[StoredEvent], tuple[int, Callable[[], _Item | None]] | None],
+        stream: str,
     ) -> None:
         self._batches = batches
         self._read = read
+        self._stream = stream
+        self._last_handed_out = 0
+        self._passed_over: list[tuple[int, int]] = []
+        """Ranges of sequences handed out past with no event (the stream's other types, its
+        gaps): an event found there later is late, not a second one."""
         self._heap: list[int] = []
         self._pending: dict[int, Callable[[], _Item | None]] = {}
         self._read_through = 0
@@ -232,6 +256,12 @@ class _InStreamOrder(Generic[_Item]):
                 yield self._take(passed)
         yield self._take(bound)
 
+    async def check_rest(self) -> None:
+        """Read what is left only to find a sequence recorded twice (nothing is decoded)."""
+        while not self._exhausted:
+            await self._read_batch()
+            self._take(self._read_through, decode=False)
+
     async def _read_batch(self) -> None:
         batch = await anext(self._batches, None)
         if batch is None:
@@ -240,11 +270,15 @@ class _InStreamOrder(Generic[_Item]):
         for event in batch:
             self._add(event)
 
-    def _take(self, bound: int) -> list[tuple[int, _Item]]:
+    def _take(self, bound: int, *, decode: bool = True) -> list[tuple[int, _Item]]:
         taken: list[tuple[int, _Item]] = []
         while self._heap and self._heap[0] <= bound:
             sequence = heapq.heappop(self._heap)
-            item = self._pending.pop(sequence)()
+            if sequence != self._last_handed_out + 1:
+                self._passed_over.append((self._last_handed_out + 1, sequence - 1))
+            self._last_handed_out = sequence
+            payload = self._pending.pop(sequence)
+            item = payload() if decode else None
             if item is not None:
                 taken.append((sequence, item))
         self._taken_through = max(self._taken_through, bound)
@@ -257,13 +291,27 @@ class _InStreamOrder(Generic[_Item]):
         sequence, item = found
         self._read_through = max(self._read_through, sequence)
         if sequence <= self._taken_through:
+            if self._handed_out(sequence):
+                raise StreamsRecreatedError(self._stream, sequence)
             self.late += 1
-        elif sequence not in self._pending:  # the first recording of a sequence counts
+        elif sequence not in self._pending:
             self._pending[sequence] = item
             heapq.heappush(self._heap, sequence)
+        else:
+            raise StreamsRecreatedError(self._stream, sequence)
+
+    def _handed_out(self, sequence: int) -> bool:
+        if sequence > self._last_handed_out:
+            return False
+        at = bisect.bisect_right(self._passed_over, sequence, key=_start) - 1
+        return at < 0 or self._passed_over[at][1] < sequence
 
     async def close(self) -> None:
         await self._batches.aclose()
+
+
+def _start(passed_over: tuple[int, int]) -> int:
+    return passed_over[0]
 
 
 async def _plans_in_order(

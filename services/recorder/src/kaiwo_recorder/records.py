@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -72,6 +73,7 @@ TRACEPARENT: Final = "traceparent"
 MALFORMED_REASON: Final = "malformed"
 
 _MAX_ID_LENGTH = 256
+_DIGEST_LENGTH = 16
 _FRACTION = re.compile(r"\.\d+")
 
 
@@ -137,8 +139,7 @@ def dead_letter_record(delivery: Delivery, *, now: datetime) -> NewEvent:
     original_id = headers.get("ce-id")
     body, encoding = body_value(delivery.body)
     return NewEvent(
-        event_id=_bounded(headers.get(NATS_MSG_ID_HEADER.lower()))
-        or f"deadletter:{delivery.stream}:{delivery.stream_sequence}",
+        event_id=_dead_letter_id(headers, delivery),
         stream_id=stream_id_for(
             nats_subject=delivery.subject,
             nats_stream=delivery.stream,
@@ -166,6 +167,32 @@ def dead_letter_record(delivery: Delivery, *, now: datetime) -> NewEvent:
         },
         metadata=nats_metadata(delivery, traceparent=headers.get("ce-traceparent")),
     )
+
+
+def _dead_letter_id(headers: Mapping[str, str], delivery: Delivery) -> str:
+    """The dead letter's ``Nats-Msg-Id`` (``dlq:<stream>:<consumer>:<sequence>``) and a
+    digest of which message it is: its ``ce-id``, else its subject and body.
+
+    The id alone names a sequence, and sequences start at 1 again when NATS loses its
+    streams (decision 0231): another message dead-lettered at a sequence used before would
+    be taken by the store for the one it holds, and dropped. The digest keeps them apart,
+    while the same message dead-lettered twice (in process and by the relay) stays one row.
+    """
+    original = headers.get("ce-id")
+    which = (
+        original.encode()
+        if original
+        else headers.get(DLQ_SUBJECT.lower(), "").encode() + b"\n" + delivery.body
+    )
+    digest = _digest(which)
+    letter = _bounded(headers.get(NATS_MSG_ID_HEADER.lower()))
+    if letter is None:
+        return f"deadletter:{delivery.stream}:{delivery.stream_sequence}:{digest}"
+    return _bounded(f"{letter}:{digest}") or f"dlq:{_digest(letter.encode())}:{digest}"
+
+
+def _digest(value: bytes) -> str:
+    return hashlib.sha256(value).hexdigest()[:_DIGEST_LENGTH]
 
 
 def advisory_record(delivery: Delivery, *, now: datetime) -> NewEvent:
