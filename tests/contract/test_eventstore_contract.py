@@ -44,7 +44,7 @@ from kaiwo_eventstore.scratch import (
 )
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
 from kaiwo_eventstore.sql.migrate import VERSION_TABLE, alembic_config, upgrade_to_head
-from kaiwo_eventstore.sql.revision import SCHEMA_HEAD
+from kaiwo_eventstore.sql.revision import SCHEMA_HEAD, KnowsItsRevision
 from kaiwo_eventstore.sql.schema import UtcDateTime, metadata
 from kaiwo_eventstore.sql.sqlite_file import SqliteFileEventStore, upgrade_apart
 from kaiwo_eventstore.sql.store import SqlEventStore
@@ -721,6 +721,27 @@ async def test_in_memory_sqlite_is_migrated_on_its_own_engine() -> None:
         await store.append([event(1)])
         assert ids(await store.read_all()) == [f"{JOB}:1"]
         assert await _differences(store.engine) == []
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------- schema revision
+
+
+async def test_a_sql_store_says_which_schema_revision_its_database_is_at(backend: Backend) -> None:
+    """``kaiwo events`` opens a store without migrating it and reads it only at a revision
+    it reads (decision 0230): both SQL stores answer, the fake has no schema to be at."""
+    if backend.name == "memory":
+        assert not isinstance(backend.store, KnowsItsRevision)
+        return
+    assert isinstance(backend.store, KnowsItsRevision)
+    assert await backend.store.revision() == SCHEMA_HEAD
+
+
+async def test_a_database_without_the_schema_is_at_no_revision(tmp_path: Path) -> None:
+    store = SqlEventStore(create_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
+    try:
+        assert await store.revision() is None
     finally:
         await store.close()
 

@@ -9,6 +9,7 @@ import contextlib
 import gc
 import json
 import re
+import shutil
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,11 @@ from kaiwo_cli.main import app
 from kaiwo_cli.replay import processes as replay_processes
 from kaiwo_cli.replay import store as replay_store
 from kaiwo_cli.replay.processes import ReplayProcessError, replay_in_processes
-from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY
+from kaiwo_cli.replay.recorded import (
+    NATS_SEQUENCE_KEY,
+    NATS_STREAM_KEY,
+    StreamsRecreatedError,
+)
 from kaiwo_cli.replay.replanning import replay_recorded
 from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_cli.tail_lines import (
@@ -39,6 +44,7 @@ from kaiwo_contracts.events import (
     Envelope,
     ObservedObjectV1,
     PlanDecidedV1,
+    PlanRefusedV1,
     PreemptionDecidedV1,
     RawPayload,
     ScaleDecidedV1,
@@ -52,8 +58,9 @@ from kaiwo_contracts.events.subjects import (
     scale_subject,
 )
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_eventstore import InMemoryEventStore, NewEvent, open_event_store
-from kaiwo_eventstore.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
+from kaiwo_eventstore import InMemoryEventStore, NewEvent, StoredEvent, open_event_store
+from kaiwo_eventstore.explain import WORKLOAD_STREAM_PREFIX, CausalNode, describe, tree_lines
+from kaiwo_eventstore.sql.migrate import migrate_to
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
@@ -1265,3 +1272,289 @@ def test_explain_of_a_name_given_again_names_the_earlier_workload_and_reads_it_b
     assert f"kaiwo events: {note}\n" in replayed.stderr
     assert by_uid.exit_code == 0, by_uid.output
     assert "earlier" not in by_uid.stderr
+
+
+# ------------------------------------------------- NATS lost its streams, the store kept (0231)
+
+
+async def record_a_lifetime(path: Path, objects: list[dict[str, Any]], *, minute: int) -> None:
+    """One lifetime of the streams (a NATS server that starts empty) planned and recorded
+    into the store at ``path``, which keeps what earlier lifetimes recorded."""
+    bus = MemoryBus(server=MemoryJetStream(), topology=bus_topology())
+    await bus.ensure_streams()
+    planner = PlannerService(
+        bus,
+        MemoryKeyValue(),
+        clock=lambda: T0 + timedelta(minutes=minute),
+        settings=PlannerSettings(resync_on_start=False),
+    )
+    await planner.start()
+    for index, obj in enumerate(objects):
+        await bus.publish(*observed(obj, seconds=minute * 60 + index))
+        while await planner.step(wait_seconds=0):
+            pass
+    await record_everything(bus, path)
+
+
+def _job_at(resource_version: int, gpus: int) -> dict[str, Any]:
+    edited = job()
+    edited["metadata"] = {**edited["metadata"], "resourceVersion": str(resource_version)}
+    edited["spec"] = {**edited["spec"], "gpus": gpus}
+    return edited
+
+
+@pytest.fixture(scope="module")
+def two_lifetimes(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The job planned at 1 GPU; NATS restarted empty (the dev overlay's emptyDir), the
+    watcher relisted and the job was edited to 2 and 3 GPUs: KAIWO_OBS sequences 5 to 7
+    are used again by the second lifetime (1 to 4 are the same events, stored once)."""
+    path = tmp_path_factory.mktemp("lifetimes") / "events.db"
+
+    async def record() -> None:
+        first = [*cluster_objects(), job(), _job_at(110, 1), _job_at(120, 1)]
+        await record_a_lifetime(path, first, minute=1)
+        second = [*cluster_objects(), _job_at(120, 1), _job_at(150, 2), _job_at(170, 3)]
+        await record_a_lifetime(path, second, minute=10)
+
+    asyncio.run(record())
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize("workload", [None, JOB_UID])
+def test_replay_of_a_store_of_two_stream_lifetimes_refuses_naming_the_sequence(
+    two_lifetimes: str, workload: str | None
+) -> None:
+    async def replay() -> Any:
+        store = await open_event_store(two_lifetimes, migrate=False)
+        try:
+            return await replay_from_store(store, workload_uid=workload)
+        finally:
+            await store.close()
+
+    # Before, the second lifetime's plans were judged against the first's job at sequence
+    # 5 to 7 (the first recording of a sequence counted): three "differ", exit 1.
+    with pytest.raises(StreamsRecreatedError, match="KAIWO_OBS sequence 5 is recorded twice"):
+        asyncio.run(replay())
+
+
+def test_pure_replay_of_two_stream_lifetimes_refuses(two_lifetimes: str) -> None:
+    observations, plans = asyncio.run(read_recorded(two_lifetimes))
+
+    with pytest.raises(StreamsRecreatedError, match="KAIWO_OBS sequence 5 is recorded twice"):
+        replay_recorded(observations=observations, plans=plans)
+
+
+def test_replay_processes_of_two_stream_lifetimes_fail_saying_so(two_lifetimes: str) -> None:
+    with pytest.raises(ReplayProcessError, match="the NATS stream KAIWO_OBS was made again"):
+        replay_in_processes(two_lifetimes, processes=2, on_verdict=lambda verdict: None)
+
+
+# ------------------------------------------- a store the commands cannot read (decision 0230)
+
+
+def test_an_unreachable_store_is_one_line_naming_it_without_its_password_and_exit_2() -> None:
+    """The SQL store connects at its first read: the refused connection escaped as a
+    traceback and exit 1, which replay keeps for a plan not reproduced (decision 0141)."""
+    port = free_port()
+    url = f"postgresql://kaiwo:s3cret-pw@127.0.0.1:{port}/events"
+    shown = f"postgresql://kaiwo:***@127.0.0.1:{port}/events"
+
+    for command in (
+        ["explain", "team-a/train"],
+        ["export", "--workload", "team-a/train"],
+        ["export"],
+        ["replay", "--workload", "team-a/train"],
+        ["replay", "-j", "2"],
+    ):
+        result = run(*command, "--store", url)
+
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stdout == ""
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"kaiwo events: cannot read the event store {shown}: "), line
+        assert "Connect call failed" in line
+        assert "s3cret-pw" not in result.output
+
+
+def test_a_damaged_sqlite_store_is_one_line_and_exit_2(recorded: Recorded, tmp_path: Path) -> None:
+    """Its header and schema read, its events do not: sqlite3.DatabaseError at the first
+    read was a traceback and exit 1."""
+    damaged = tmp_path / "damaged.db"
+    shutil.copy(recorded.path, damaged)
+    with contextlib.closing(sqlite3.connect(damaged)) as database:
+        page_size = database.execute("PRAGMA page_size").fetchone()[0]
+        pages = database.execute("PRAGMA page_count").fetchone()[0]
+        [(version_page,)] = database.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'eventstore_alembic_version'"
+        ).fetchall()
+    with damaged.open("r+b") as file:
+        for page in range(2, pages + 1):
+            if page != version_page:
+                file.seek((page - 1) * page_size)
+                file.write(b"\xff" * page_size)
+
+    for command in (["explain", "team-a/train"], ["replay", "--workload", "team-a/train"]):
+        result = run(*command, "--store", f"sqlite:///{damaged}")
+
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr == (
+            f"kaiwo events: cannot read the event store sqlite:///{damaged}: "
+            "database disk image is malformed\n"
+        )
+
+
+def test_a_store_at_an_older_revision_says_so_and_how_to_upgrade_it(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """operations.md's "Upgrading" takes a store back to 0001 with migrate_to; every command
+    then said "a newer kaiwo wrote it?" of the first document it decoded."""
+    older = tmp_path / "older.db"
+    shutil.copy(recorded.path, older)
+    asyncio.run(migrate_to(f"sqlite:///{older}", "0001"))
+
+    for command in (
+        ["explain", "team-a/train"],
+        ["replay", "--workload", "team-a/train"],
+        ["export", "--workload", "team-a/train"],
+    ):
+        result = run(*command, "--store", f"sqlite:///{older}")
+
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr == (
+            f"kaiwo events: the event store sqlite:///{older} is at schema revision 0001, "
+            "older than this kaiwo reads (0002 to 0003): upgrade it by starting this "
+            "version's recorder (it migrates at start) or with "
+            "`python -m kaiwo_eventstore.sql.migrate URL`, after a backup\n"
+        )
+
+
+def test_a_store_at_a_revision_this_kaiwo_does_not_know_says_a_newer_one_wrote_it(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    newer = tmp_path / "newer.db"
+    shutil.copy(recorded.path, newer)
+    with contextlib.closing(sqlite3.connect(newer)) as database:
+        database.execute("UPDATE eventstore_alembic_version SET version_num = '0004'")
+        database.commit()
+
+    result = run("explain", "team-a/train", "--store", f"sqlite:///{newer}")
+
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"kaiwo events: the event store sqlite:///{newer} is at schema revision 0004, which "
+        "this kaiwo does not know (it reads 0002 to 0003): a newer kaiwo wrote it; read it "
+        "with that version\n"
+    )
+
+
+def test_export_names_the_flag_of_a_time_it_cannot_read(recorded: Recorded) -> None:
+    since = run("export", "--since", "x", "--store", recorded.url)
+    until = run("export", "--until", "2026-13-01", "--store", recorded.url)
+
+    assert (since.exit_code, until.exit_code) == (2, 2)
+    assert since.stderr == (
+        "kaiwo events: --since: 'x' is not an ISO 8601 time (e.g. 2026-12-06T10:00:00Z)\n"
+    )
+    assert until.stderr == (
+        "kaiwo events: --until: '2026-13-01' is not an ISO 8601 time (e.g. 2026-12-06T10:00:00Z)\n"
+    )
+
+
+# ------------------------------------------- a KaiwoJob and a KaiwoService of one name (0198)
+
+SERVICE_UID = "0b7c0a5e-3333-4c1e-9d0a-3f2e8a9c7d03"
+
+
+async def record_a_job_and_a_service_of_one_name(path: Path) -> None:
+    """KaiwoJob ``team-a/train`` (training) and KaiwoService ``team-a/train`` (serving it),
+    as the recorder stores them."""
+    bus = MemoryBus(server=MemoryJetStream(), topology=bus_topology())
+    await bus.ensure_streams()
+    service = {
+        "apiVersion": KAIWO,
+        "kind": "KaiwoService",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": SERVICE_UID,
+            "resourceVersion": "400",
+            "generation": 1,
+        },
+        "spec": {"image": "busybox", "entrypoint": "serve", "gpus": 1},
+    }
+    await bus.publish(*observed(job(), seconds=0))
+    await bus.publish(*observed(service, seconds=60))
+    await record_everything(bus, path)
+
+
+def test_a_name_a_job_and_a_service_share_is_refused_until_the_kind_is_said(
+    tmp_path: Path,
+) -> None:
+    """explain and replay picked the newer of the two and called the other an earlier
+    workload "deleted and made again under it"; now the name is refused with the two ways
+    to say it (decision 0198), and each reads its own."""
+    path = tmp_path / "events.db"
+    asyncio.run(record_a_job_and_a_service_of_one_name(path))
+    url = f"sqlite:///{path}"
+    refusal = (
+        "kaiwo events: team-a/train was recorded as a KaiwoJob and a KaiwoService: say "
+        "which, as KaiwoJob/team-a/train or KaiwoService/team-a/train (or give its uid)\n"
+    )
+
+    explained = run("explain", "team-a/train", "--store", url)
+    replayed = run("replay", "--workload", "team-a/train", "--store", url)
+    service = run("explain", "KaiwoService/team-a/train", "--store", url)
+    training = run("replay", "--workload", "KaiwoJob/team-a/train", "--store", url)
+
+    assert explained.exit_code == 1  # the user's words name no one workload
+    assert explained.stderr == refusal
+    assert replayed.exit_code == 2  # replay's 1 says a plan was not reproduced
+    assert replayed.stderr == refusal
+    assert service.exit_code == 0, service.output
+    assert service.stdout.splitlines() == [
+        f"KaiwoService team-a/train (uid {SERVICE_UID}) — 1 recorded events",
+        "└── 2026-03-01 12:01:00  observed KaiwoService team-a/train ADDED (rv 400)",
+    ]
+    assert training.exit_code == 0, training.output
+    assert "earlier" not in training.stderr
+
+
+# ------------------------------------------------------------------ a refused plan, explained
+
+
+def test_explain_says_why_a_plan_was_refused_and_what_is_observed_again() -> None:
+    """It showed the bare type, ai.silogen.kaiwo.res.refused.v1."""
+    refusal = PlanRefusedV1(
+        plan_id="53c98b33-fcb8-5630-ac6b-e1b1fa54ff24",
+        plan_fingerprint="4f13232a32e5",
+        owner=JOB_REF,
+        reasons=(
+            f"the owner KaiwoJob team-a/train does not exist with uid {JOB_UID}",
+            "source Queue kaiwo differs from the live object",
+        ),
+        reobserve=(
+            JOB_REF,
+            ObjectRef(api_version="v1", kind="ConfigMap", name="kaiwo", namespace="kaiwo-system"),
+        ),
+    )
+    event = StoredEvent(
+        global_position=9,
+        event_id="refused-1",
+        stream_id=f"{WORKLOAD_STREAM_PREFIX}{JOB_UID}",
+        stream_version=3,
+        type=PlanRefusedV1.EVENT_TYPE,
+        subject="team-a/train",
+        source="/kaiwo/executor",
+        time=T0,
+        correlation_id=JOB_UID,
+        causation_id="53c98b33-fcb8-5630-ac6b-e1b1fa54ff24",
+        data=refusal.model_dump(mode="json", by_alias=True),
+        metadata={},
+        recorded_at=T0,
+    )
+
+    assert describe(event) == (
+        f"refused (plan 53c98b33): the owner KaiwoJob team-a/train does not exist with uid "
+        f"{JOB_UID}; source Queue kaiwo differs from the live object; reobserve KaiwoJob "
+        "team-a/train, ConfigMap kaiwo-system/kaiwo"
+    )

@@ -11,6 +11,7 @@ import pytest
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_eventstore import InMemoryEventStore, NewEvent, StoredEvent
 from kaiwo_eventstore.explain import (
+    AmbiguousWorkloadError,
     WorkloadIdentity,
     WorkloadNotFoundError,
     earlier_note,
@@ -120,3 +121,51 @@ async def test_a_name_nothing_recorded_is_said_so(
 ) -> None:
     with pytest.raises(WorkloadNotFoundError, match=reason):
         await find_workload(store, reference)
+
+
+SERVICE_UID = "0b7c0a5e-0000-4000-8000-000000000005"
+MODEL_UID = "0b7c0a5e-0000-4000-8000-000000000006"
+
+
+async def test_a_name_a_job_and_a_service_both_had_is_refused_with_both_ways_to_say_it(
+    store: InMemoryEventStore,
+) -> None:
+    """Decision 0198: a KaiwoJob and a KaiwoService may share a name; the newest of the two
+    was picked and the other called an earlier workload "deleted and made again"."""
+    await store.append(
+        [observed(6, kind="KaiwoService", name="train", uid=SERVICE_UID, workload=SERVICE_UID)]
+    )
+
+    with pytest.raises(AmbiguousWorkloadError) as refused:
+        await find_workload(store, "team-a/train")
+
+    assert str(refused.value) == (
+        "team-a/train was recorded as a KaiwoJob and a KaiwoService: say which, as "
+        "KaiwoJob/team-a/train or KaiwoService/team-a/train (or give its uid)"
+    )
+    # Each way it names reads that one; a job's earlier workloads are jobs only.
+    job = await find_workload(store, "KaiwoJob/team-a/train")
+    service = await find_workload(store, "kaiwoservice/team-a/train")
+    assert job == WorkloadIdentity("team-a", "train", NEW_UID, "KaiwoJob", earlier=(OLD_UID,))
+    assert service == WorkloadIdentity("team-a", "train", SERVICE_UID, "KaiwoService")
+    assert earlier_note(service) is None
+    assert (await find_workload(store, SERVICE_UID)).kind == "KaiwoService"
+
+
+async def test_a_name_three_kinds_had_names_all_three(store: InMemoryEventStore) -> None:
+    await store.append(
+        [
+            observed(6, kind="Model", name="train", uid=MODEL_UID, workload=MODEL_UID),
+            observed(7, kind="KaiwoService", name="train", uid=SERVICE_UID, workload=SERVICE_UID),
+        ]
+    )
+
+    with pytest.raises(
+        AmbiguousWorkloadError,
+        match=r"^team-a/train was recorded as a KaiwoJob, "
+        r"a KaiwoService and a Model: say which, as KaiwoJob/team-a/train, "
+        r"KaiwoService/team-a/train or Model/team-a/train \(or give its uid\)$",
+    ):
+        await find_workload(store, "team-a/train")
+    # A child of that name still names its one workload.
+    assert (await find_workload(store, "Job/team-a/train")).uid == OLD_UID

@@ -194,7 +194,9 @@ def decode_document_json(stored: bytes) -> bytes:
     e.g. pydantic's ``model_validate_json``, which skips building the dicts)."""
     if not stored or stored[0] != FORMAT_DEFLATE_V1:
         found = f"format byte {stored[0]}" if stored else "no bytes"
-        msg = f"stored document in an unknown format ({found}); a newer kaiwo wrote it?"
+        # Readers check the store's schema revision first (kaiwo events does): what gets
+        # here is a row written outside this version's revisions, or damage.
+        msg = f"stored document in an unknown format ({found}): another kaiwo's, or damaged"
         raise DocumentFormatError(msg)
     inflate = zlib.decompressobj(_WBITS, zdict=DICTIONARY_V1)
     try:

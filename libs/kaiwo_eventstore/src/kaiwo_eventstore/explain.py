@@ -26,6 +26,7 @@ from kaiwo_contracts.events import (
     ApplyResultV1,
     ObservedObjectV1,
     PlanDecidedV1,
+    PlanRefusedV1,
     PreemptionDecidedV1,
     ScaleDecidedV1,
     UnderutilizedV1,
@@ -43,8 +44,18 @@ DEAD_LETTER_TYPE: Final = "ai.silogen.kaiwo.dlq.dead-lettered.v1"
 MALFORMED_TYPE: Final = "ai.silogen.kaiwo.recorder.malformed.v1"
 
 
-class WorkloadNotFoundError(LookupError):
+class WorkloadReferenceError(LookupError):
+    """The reference names no one recorded workload: the user's words, not the store, are
+    at fault."""
+
+
+class WorkloadNotFoundError(WorkloadReferenceError):
     """No recorded observation names the workload."""
+
+
+class AmbiguousWorkloadError(WorkloadReferenceError):
+    """``NS/NAME`` was recorded as workloads of more than one kind (a KaiwoJob and a
+    KaiwoService may share a name): which one is the user's to say (decision 0198)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +94,9 @@ _UID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
     """The workload ``NS/NAME`` (or ``KaiwoJob/NS/NAME``) names, or the workload that owns
     the child ``KIND/NS/NAME`` (e.g. ``Job/ml-team/train-download``), from the recorded
-    observations (the newest if the name was used by several objects over time: the others'
-    uids are its ``earlier``), or the workload of that uid.
+    observations (the newest if the name was used by several objects of its kind over time:
+    the others' uids are its ``earlier``), or the workload of that uid. ``NS/NAME`` recorded
+    as workloads of two kinds is refused (:class:`AmbiguousWorkloadError`), never guessed.
 
     Reads the observations of that name (:meth:`~kaiwo_eventstore.EventStore.read_by_subject`)
     and, for a child, its workload's stream: never the whole store, so finding a workload
@@ -97,6 +109,8 @@ async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
     workload_kinds = {k.lower(): k for k in WORKLOAD_KINDS}
     if kind is None or kind.lower() in workload_kinds:
         wanted = (workload_kinds[kind.lower()],) if kind else WORKLOAD_KINDS
+        if kind is None:
+            _refuse_two_kinds(observed, subject)
         found = _newest(observed, lambda e: e.data.get("kind") in wanted)
         if found is None:
             raise WorkloadNotFoundError(f"no recorded observation of a workload {subject}")
@@ -139,22 +153,42 @@ async def _by_uid(store: EventStore, uid: str) -> WorkloadIdentity:
     return found
 
 
+def _refuse_two_kinds(observed: Sequence[StoredEvent], subject: str) -> None:
+    """Raise :class:`AmbiguousWorkloadError` naming each way to say it when ``subject`` was
+    recorded as workloads of more than one kind."""
+    recorded = {
+        event.data.get("kind") for event in observed if isinstance(event.data.get("uid"), str)
+    }
+    kinds = [kind for kind in WORKLOAD_KINDS if kind in recorded]
+    if len(kinds) < 2:
+        return
+    held = ", ".join(f"a {kind}" for kind in kinds[:-1]) + f" and a {kinds[-1]}"
+    ways = ", ".join(f"{kind}/{subject}" for kind in kinds[:-1]) + f" or {kinds[-1]}/{subject}"
+    raise AmbiguousWorkloadError(
+        f"{subject} was recorded as {held}: say which, as {ways} (or give its uid)"
+    )
+
+
 def _newest(
     observed: Sequence[StoredEvent], wanted: Callable[[StoredEvent], bool]
 ) -> WorkloadIdentity | None:
+    """The newest workload ``wanted`` picks, the uids its name had before it, oldest first,
+    as ``earlier``: only those of its kind (another kind's workload of that name was not it
+    made again)."""
     found: WorkloadIdentity | None = None
-    uids: list[str] = []
+    uids_of_kind: dict[str, list[str]] = {}
     for event in observed:
         uid = event.data.get("uid")
         if wanted(event) and isinstance(uid, str) and uid:
             namespace, _, name = (event.subject or "").partition("/")
             found = WorkloadIdentity(namespace, name, uid, str(event.data["kind"]))
+            uids = uids_of_kind.setdefault(found.kind, [])
             if uid in uids:
                 uids.remove(uid)
             uids.append(uid)
     if found is None:
         return None
-    return replace(found, earlier=tuple(uids[:-1]))
+    return replace(found, earlier=tuple(uids_of_kind[found.kind][:-1]))
 
 
 def earlier_note(identity: WorkloadIdentity) -> str | None:
@@ -324,6 +358,20 @@ def _result(data: Mapping[str, Any]) -> str:
     return f"{result.outcome}: {done} (plan {short_plan_id(result.plan_id)})"
 
 
+def _refused(data: Mapping[str, Any]) -> str:
+    """Why the executor refused a plan (nothing of it was carried out) and what it asked to
+    be observed again: the reasons are its words, objects are named, never shown."""
+    refusal = PlanRefusedV1.model_validate(data)
+    reobserve = (
+        "; reobserve " + ", ".join(_ref(ref) for ref in refusal.reobserve)
+        if refusal.reobserve
+        else ""
+    )
+    return (
+        f"refused (plan {short_plan_id(refusal.plan_id)}): {'; '.join(refusal.reasons)}{reobserve}"
+    )
+
+
 def _preemption(data: Mapping[str, Any]) -> str:
     decided = PreemptionDecidedV1.model_validate(data)
     target = f" for {_ref(decided.preempted_for)}" if decided.preempted_for else ""
@@ -367,6 +415,7 @@ _DESCRIBERS = {
     ObservedObjectV1.EVENT_TYPE: _observed,
     PlanDecidedV1.EVENT_TYPE: _plan,
     ApplyResultV1.EVENT_TYPE: _result,
+    PlanRefusedV1.EVENT_TYPE: _refused,
     PreemptionDecidedV1.EVENT_TYPE: _preemption,
     UtilizationV1.EVENT_TYPE: _utilization,
     UnderutilizedV1.EVENT_TYPE: _underutilized,

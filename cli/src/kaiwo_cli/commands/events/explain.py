@@ -35,8 +35,10 @@ def explain(
     workload: Annotated[
         str,
         typer.Argument(
-            help="The workload, as NAMESPACE/NAME (the newest of that name), one of its "
-            "children as KIND/NAMESPACE/NAME (Job/ml-team/train-download), or its uid."
+            help="The workload, as NAMESPACE/NAME (the newest of that name; "
+            "KaiwoJob/NAMESPACE/NAME or KaiwoService/NAMESPACE/NAME when both kinds had it), "
+            "one of its children as KIND/NAMESPACE/NAME (Job/ml-team/train-download), or its "
+            "uid."
         ),
     ],
     store: StoreOption = None,
@@ -44,7 +46,8 @@ def explain(
 ) -> None:
     """How a workload got where it is: observations, plans, results and preemptions.
 
-    Exit 1 when the store recorded no such workload; 2 when the store cannot be read.
+    Exit 1 when the store recorded no such workload (or the name as two kinds: say which);
+    2 when the store cannot be read.
     """
     name_the_cluster(store, state_dir)
     run_coroutine(_explain(workload, store_url(store, state_dir)))

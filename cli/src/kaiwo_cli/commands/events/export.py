@@ -41,7 +41,10 @@ EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
 def export(
     workload: Annotated[
         str | None,
-        typer.Option("--workload", help="Only this workload (NAMESPACE/NAME, or its uid)."),
+        typer.Option(
+            "--workload",
+            help="Only this workload (NAMESPACE/NAME, KIND/NAMESPACE/NAME, or its uid).",
+        ),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Events at or after this time (ISO 8601; UTC if no zone).")
@@ -70,8 +73,8 @@ async def _export(
     types: tuple[str, ...],
     url: str,
 ) -> list[str]:
-    start = parse_time(since) if since else None
-    end = parse_time(until) if until else None
+    start = parse_time(since, option="--since") if since else None
+    end = parse_time(until, option="--until") if until else None
     async with opened_store(url) as store:
         if reference:
             uid = (await find_workload(store, reference)).uid
@@ -94,8 +97,14 @@ async def _export(
     return [json.dumps(structured(event), sort_keys=True, ensure_ascii=False) for event in selected]
 
 
-def parse_time(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+def parse_time(text: str, *, option: str) -> datetime:
+    """``text`` as a time (UTC when it names no zone); a ValueError naming ``option`` and
+    the form it takes when it is none (Python's own says only "Invalid isoformat string")."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        msg = f"{option}: {text!r} is not an ISO 8601 time (e.g. 2026-12-06T10:00:00Z)"
+        raise ValueError(msg) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

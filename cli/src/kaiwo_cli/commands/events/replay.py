@@ -40,7 +40,8 @@ def replay(
         str | None,
         typer.Option(
             "--workload",
-            help="NAMESPACE/NAME (the newest of that name) or a workload's uid; every "
+            help="NAMESPACE/NAME (the newest of that name; KaiwoJob/NAMESPACE/NAME or "
+            "KaiwoService/NAMESPACE/NAME when both kinds had it) or a workload's uid; every "
             "recorded plan when omitted.",
         ),
     ] = None,

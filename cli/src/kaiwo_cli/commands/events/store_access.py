@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from kaiwo_eventstore import EventStore, open_event_store, sqlite_file
-from kaiwo_eventstore.explain import (
-    WorkloadNotFoundError,
-)
+from kaiwo_eventstore import EventStore, EventStoreError, open_event_store, sqlite_file
+from kaiwo_eventstore.explain import WorkloadReferenceError
+from kaiwo_eventstore.sql.revision import KnowsItsRevision, unreadable_revision
 from kaiwo_runtime.redaction import redact_secrets, redact_url
 from rich.console import Console
 from rich.markup import escape
@@ -69,14 +70,45 @@ the cluster lacks (decision 0141); the store was read and refused nothing."""
 
 
 def exit_for(error: Exception, *, workload_not_found: int = NOTHING_TO_SHOW_EXIT) -> typer.Exit:
-    """One red line; exit ``workload_not_found`` when the store holds no such workload, else 2."""
+    """One red line; exit ``workload_not_found`` when the store holds no such workload (or
+    the name is held by two kinds: which one is the user's to say), else 2."""
     stderr_console().print(f"kaiwo events: {escape(str(error))}", style="red")
-    return typer.Exit(workload_not_found if isinstance(error, WorkloadNotFoundError) else 2)
+    return typer.Exit(workload_not_found if isinstance(error, WorkloadReferenceError) else 2)
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What reading a store raises when the store, not the command, is at fault: the
+    connection (refused, timed out, reset: OSError), a damaged SQLite file, the store's own
+    errors, and the drivers' of the SQL store. A driver's classes are named only when its
+    module is loaded: one that is not loaded raised nothing (and the SQLite file store loads
+    no SQLAlchemy)."""
+    errors: list[type[BaseException]] = [OSError, sqlite3.Error, EventStoreError]
+    for module, name in (
+        ("sqlalchemy.exc", "SQLAlchemyError"),
+        ("asyncpg.exceptions", "PostgresError"),
+        ("asyncpg.exceptions", "InterfaceError"),
+    ):
+        found = getattr(sys.modules.get(module), name, None)
+        if isinstance(found, type) and issubclass(found, BaseException):
+            errors.append(found)
+    return tuple(errors)
+
+
+def unreadable(url: str, error: BaseException) -> CommandError:
+    """``error`` of the store at ``url`` in one line, the URL's password masked in both."""
+    # SQLAlchemy wraps the driver's error (``orig``) in its class name, the statement and a
+    # link, on lines of their own: the driver's words say it.
+    lines = redact_secrets(str(getattr(error, "orig", None) or error)).strip().splitlines()
+    reason = lines[0] if lines else type(error).__name__
+    return CommandError(f"cannot read the event store {redact_url(url)}: {reason}")
 
 
 @contextlib.asynccontextmanager
 async def opened_store(url: str) -> AsyncIterator[EventStore]:
-    """The store at ``url`` for reading; a missing SQLite file is an error, not a new store."""
+    """The store at ``url`` for reading, at a schema revision this version reads; a missing
+    SQLite file is an error, not a new store. What the store raises while it is read (the SQL
+    store connects at its first read) is one line naming it (exit 2), never a traceback:
+    replay's exit 1 says a plan was not reproduced (decision 0141)."""
     database = sqlite_file(url)
     if database is not None and not database.is_file():
         raise CommandError(f"no event store at {database} (is the recorder running? --store)")
@@ -87,7 +119,15 @@ async def opened_store(url: str) -> AsyncIterator[EventStore]:
             f"cannot open the event store {redact_url(url)}: {redact_secrets(str(error))}"
         ) from error
     try:
+        if isinstance(store, KnowsItsRevision):
+            problem = unreadable_revision(await store.revision())
+            if problem is not None:
+                raise CommandError(f"the event store {redact_url(url)} {problem}")
         yield store
+    except BrokenPipeError:
+        raise  # stdout closed by the reader of a pipe (``| head``): not the store's doing
+    except store_errors() as error:
+        raise unreadable(url, error) from error
     finally:
         await store.close()
 
@@ -95,7 +135,7 @@ async def opened_store(url: str) -> AsyncIterator[EventStore]:
 def run_coroutine(coroutine: Any, *, workload_not_found: int = NOTHING_TO_SHOW_EXIT) -> Any:
     try:
         return asyncio.run(coroutine)
-    except (CommandError, WorkloadNotFoundError, ValueError) as error:
+    except (CommandError, WorkloadReferenceError, ValueError) as error:
         raise exit_for(error, workload_not_found=workload_not_found) from None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -31,6 +32,7 @@ from kaiwo_eventstore.sql.connections import SqlConnections
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.reading import SqlReader
 from kaiwo_eventstore.sql.retries import APPEND_ATTEMPTS
+from kaiwo_eventstore.sql.revision import VERSION_TABLE
 
 __all__ = ["APPEND_ATTEMPTS", "DEFAULT_LOCK_TIMEOUT", "SqlEventStore"]
 
@@ -51,6 +53,7 @@ class SqlEventStore:
     ) -> None:
         connections = SqlConnections(engine)
         self._engine = engine
+        self._connections = connections
         self._appender = SqlAppender(connections, clock=clock, lock_timeout=lock_timeout)
         self._reader = SqlReader(connections)
         self._positions = SqlPositions(connections)
@@ -79,6 +82,20 @@ class SqlEventStore:
 
     async def close(self) -> None:
         await self._engine.dispose()
+
+    async def revision(self) -> str | None:
+        """The schema revision the database is at (None: no schema). Asked of the catalog
+        first, so that an error here is the database's (unreachable, refused), never a
+        missing table taken for one."""
+        async with self._connections.reading() as connection:
+            if not await connection.run_sync(
+                lambda sync: sa.inspect(sync).has_table(VERSION_TABLE)
+            ):
+                return None
+            found = await connection.scalar(
+                sa.select(sa.column("version_num")).select_from(sa.table(VERSION_TABLE))
+            )
+        return str(found) if found is not None else None
 
     # ------------------------------------------------------------------ appending
 
