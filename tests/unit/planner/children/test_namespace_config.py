@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
+import pytest
 from kaiwo_contracts.validation import Problem
 from kaiwo_planner.domain.children.workload_children import plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
@@ -9,10 +13,13 @@ from kaiwo_planner.domain.settings.namespace_config import (
     NamespaceSettings,
     S3Credential,
     SecretKeyRef,
+    names_aws_default_endpoint,
     namespace_settings,
+    unused_credential_entries,
     with_default_credentials,
 )
 from kaiwo_planner.domain.settings.namespace_config_names import namespace_config_name_problems
+from kaiwo_planner.domain.status.config_events import plan_namespace_config
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
 ID = SecretKeyRef("s3", "id")
@@ -258,3 +265,218 @@ def test_kaiwo_jobs_get_no_route_but_do_get_the_pull_secrets(make_job, make_name
 
     assert [obj["kind"] for obj in desired] == ["Job"]
     assert desired[0]["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "r"}]
+
+
+# The API reference's own S3 example entry (decision 0233).
+AWS_ENTRY = S3Credential("https://s3.us-east-1.amazonaws.com", ID, KEY)
+S3_ITEM_WITH_NAMESPACE_KEYS = {
+    "buckets": [],
+    "accessKeyId": {"secretName": "s3", "secretKey": "id"},
+    "secretKey": {"secretName": "s3", "secretKey": "key"},
+}
+
+
+def test_an_s3_item_without_an_endpoint_takes_the_entry_of_awss_own_endpoint():
+    settings = NamespaceSettings(
+        s3=(S3Credential("https://minio.local", OTHER_ID, None), AWS_ENTRY)
+    )
+
+    assert with_default_credentials({"s3": [{"buckets": []}]}, settings) == {
+        "s3": [S3_ITEM_WITH_NAMESPACE_KEYS]
+    }
+
+
+def test_an_entry_without_endpoint_still_comes_before_the_aws_one_for_an_item_without():
+    settings = NamespaceSettings(s3=(AWS_ENTRY, S3Credential("", OTHER_ID, None)))
+
+    assert with_default_credentials({"s3": [{"buckets": []}]}, settings) == {
+        "s3": [{"buckets": [], "accessKeyId": {"secretName": "other", "secretKey": "id"}}]
+    }
+
+
+@pytest.mark.parametrize(
+    ("endpoint_url", "is_aws_default"),
+    [
+        ("https://s3.amazonaws.com", True),
+        ("https://s3.us-east-1.amazonaws.com/", True),
+        ("https://S3.EU-WEST-1.amazonaws.com", True),
+        ("http://s3-ap-southeast-2.amazonaws.com", True),
+        # Other partitions take other keys; other hosts and ports are someone else's.
+        ("https://s3.us-gov-west-1.amazonaws.com", False),
+        ("https://s3.cn-north-1.amazonaws.com.cn", False),
+        ("https://s3.amazonaws.com.example.com", False),
+        ("https://bucket.s3.amazonaws.com", False),
+        ("https://s3.amazonaws.com:9000", False),
+        ("https://s3.amazonaws.com/bucket", False),
+        ("s3.amazonaws.com", False),
+        ("https://minio.local", False),
+        ("", False),
+    ],
+)
+def test_awss_own_endpoint_is_told_by_its_host(endpoint_url, is_aws_default):
+    assert names_aws_default_endpoint(endpoint_url) is is_aws_default
+
+
+def test_an_s3_entry_naming_no_secret_is_passed_over():
+    # Its endpoint matches, but it would give the item nothing and hide the entry after it.
+    settings = NamespaceSettings(
+        s3=(
+            S3Credential("https://minio.local", None, None),
+            S3Credential("", None, None),
+            S3Credential("", ID, KEY),
+        )
+    )
+    downloads = {"s3": [{"endpointUrl": "https://minio.local", "buckets": []}, {"buckets": []}]}
+
+    assert with_default_credentials(downloads, settings) == {
+        "s3": [
+            {"endpointUrl": "https://minio.local", **S3_ITEM_WITH_NAMESPACE_KEYS},
+            S3_ITEM_WITH_NAMESPACE_KEYS,
+        ]
+    }
+
+
+def test_each_credential_entry_that_can_never_be_used_is_named(make_namespace_config):
+    config = make_namespace_config(
+        {
+            "credentials": {
+                "s3": [
+                    {"endpointUrl": "https://minio.local"},
+                    {
+                        "endpointUrl": "https://minio.local/",
+                        "accessKeyId": {"secretName": "m", "secretKey": "id"},
+                    },
+                    {
+                        "endpointUrl": "https://minio.local",
+                        "secretAccessKey": {"secretName": "m2", "secretKey": "key"},
+                    },
+                    {"accessKeyId": {"secretName": "d", "secretKey": "id"}},
+                ],
+                "gcs": [
+                    {"applicationCredentials": {}},
+                    {"applicationCredentials": {"secretName": "g1", "secretKey": "k"}},
+                    {"applicationCredentials": {"secretName": "g2", "secretKey": "k"}},
+                ],
+                "azureBlob": [
+                    {"connectionString": {"secretName": "a1", "secretKey": "c"}},
+                    {"connectionString": {"secretName": "a2", "secretKey": "c"}},
+                ],
+            }
+        }
+    )
+
+    assert unused_credential_entries(config) == (
+        Problem(
+            "spec.credentials.s3[0]",
+            "names neither an accessKeyId nor a secretAccessKey Secret, so it has no effect",
+        ),
+        Problem(
+            "spec.credentials.s3[2]",
+            "has the endpointUrl of spec.credentials.s3[1], which is always chosen first, "
+            "so it has no effect",
+        ),
+        Problem(
+            "spec.credentials.gcs[0]", "names no applicationCredentials Secret, so it has no effect"
+        ),
+        Problem(
+            "spec.credentials.gcs[2]",
+            "is never used: an item without applicationCredentials takes the first entry that "
+            "names a Secret, spec.credentials.gcs[1] (entries have no selector)",
+        ),
+        Problem(
+            "spec.credentials.azureBlob[1]",
+            "is never used: an item without connectionString takes the first entry that "
+            "names a Secret, spec.credentials.azureBlob[0] (entries have no selector)",
+        ),
+    )
+
+
+def test_one_entry_of_each_kind_is_no_problem(make_namespace_config):
+    config = make_namespace_config(
+        {
+            "credentials": {
+                "s3": [
+                    {
+                        "endpointUrl": "https://s3.us-east-1.amazonaws.com",
+                        "accessKeyId": {"secretName": "s3-creds", "secretKey": "accessKeyId"},
+                    },
+                    {"accessKeyId": {"secretName": "d", "secretKey": "id"}},
+                ],
+                "gcs": [{"applicationCredentials": {"secretName": "g", "secretKey": "k"}}],
+                "azureBlob": [{"connectionString": {"secretName": "a", "secretKey": "c"}}],
+            }
+        }
+    )
+
+    assert unused_credential_entries(config) == ()
+
+
+def namespace_config_wire(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {
+            "name": "aim",
+            "namespace": "team-a",
+            "uid": "aim-uid",
+            "generation": 3,
+            "resourceVersion": "42",
+        },
+        "spec": spec,
+    }
+
+
+GCS_TWICE = {
+    "gcs": [
+        {"applicationCredentials": {"secretName": "g1", "secretKey": "k"}},
+        {"applicationCredentials": {"secretName": "g2", "secretKey": "k"}},
+    ]
+}
+
+
+def test_an_unused_entry_is_told_once_per_version_by_the_configs_event():
+    config = namespace_config_wire({"credentials": GCS_TWICE})
+
+    first = plan_namespace_config(config, in_force=config)
+    again = plan_namespace_config(copy.deepcopy(config), in_force=config)
+
+    assert first.plan is not None
+    assert [(e.type, e.reason, e.message) for e in first.plan.events] == [
+        (
+            "Warning",
+            "InvalidConfig",
+            "The AIMNamespaceConfig has credential entries no download item or Model of "
+            "namespace 'team-a' can get; remove them, or put the one to use first: "
+            "spec.credentials.gcs[1]: is never used: an item without applicationCredentials "
+            "takes the first entry that names a Secret, spec.credentials.gcs[0] (entries "
+            "have no selector)",
+        )
+    ]
+    assert (first.plan.status, first.plan.desired) == (None, ())
+    # The same version plans the same (published once); one entry plans nothing.
+    assert again == first
+    single = namespace_config_wire({"credentials": {"gcs": GCS_TWICE["gcs"][:1]}})
+    assert plan_namespace_config(single, in_force=single).plan is None
+
+
+def test_bad_names_and_unused_entries_share_the_configs_one_event():
+    config = namespace_config_wire(
+        {"images": {"imagePullSecrets": ["Bad_Name"]}, "credentials": GCS_TWICE}
+    )
+
+    plan = plan_namespace_config(config, in_force=None).plan
+
+    assert plan is not None
+    [event] = plan.events
+    assert event.message == (
+        "The AIMNamespaceConfig gives names the children of the workloads and Models of "
+        "namespace 'team-a' cannot use (the API server refuses such a child, or no Secret or "
+        "Gateway can be so named); they are passed on as written until fixed: "
+        'spec.images.imagePullSecrets[0]: "Bad_Name" must be a Secret\'s name: a lowercase '
+        "RFC 1123 subdomain of at most 253 characters, such as hf-creds. "
+        "The AIMNamespaceConfig has credential entries no download item or Model of "
+        "namespace 'team-a' can get; remove them, or put the one to use first: "
+        "spec.credentials.gcs[1]: is never used: an item without applicationCredentials "
+        "takes the first entry that names a Secret, spec.credentials.gcs[0] (entries "
+        "have no selector)"
+    )

@@ -202,6 +202,68 @@ def test_the_namespace_s3_credential_of_the_models_endpoint_is_used() -> None:
     ]
 
 
+def aws_env(secret: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "AWS_ACCESS_KEY_ID",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "id", "optional": True}},
+        },
+        {
+            "name": "AWS_SECRET_ACCESS_KEY",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "key", "optional": True}},
+        },
+    ]
+
+
+def s3_entry(secret: str, endpoint_url: str | None = None) -> dict[str, Any]:
+    return {
+        **({"endpointUrl": endpoint_url} if endpoint_url is not None else {}),
+        "accessKeyId": {"secretName": secret, "secretKey": "id"},
+        "secretAccessKey": {"secretName": secret, "secretKey": "key"},
+    }
+
+
+def test_a_model_without_an_endpoint_takes_the_namespaces_aws_entry() -> None:
+    # The API reference's own example entry names AWS's endpoint; a Model without
+    # AWS_ENDPOINT_URL reads from AWS (decision 0233), not with the system Secret.
+    namespace_config = {
+        **AIM_CONFIG,
+        "spec": {
+            "credentials": {
+                "s3": [
+                    s3_entry("minio", "http://minio:9000"),
+                    s3_entry("aws", "https://s3.us-east-1.amazonaws.com"),
+                ]
+            }
+        },
+    }
+    spec = {k: v for k, v in CASES["vllm_s3_streamed_pod"][0].items() if k != "env"}
+
+    [server] = only(plan_for(model(spec), namespace_config), "Pod")["spec"]["containers"]
+
+    assert [
+        e for e in server["env"] if e["name"].startswith("AWS_") and "valueFrom" in e
+    ] == aws_env("aws")
+
+
+def test_a_namespace_s3_entry_naming_no_secret_is_passed_over_for_a_model() -> None:
+    namespace_config = {
+        **AIM_CONFIG,
+        "spec": {
+            "credentials": {
+                "s3": [{"endpointUrl": "http://minio:9000"}, s3_entry("default")],
+            }
+        },
+    }
+    spec = CASES["vllm_s3_streamed_pod"][0]
+
+    [server] = only(plan_for(model(spec), namespace_config), "Pod")["spec"]["containers"]
+
+    assert [
+        e for e in server["env"] if e["name"].startswith("AWS_") and "valueFrom" in e
+    ] == aws_env("default")
+
+
 def test_the_configuration_sets_service_account_contexts_pull_secrets_and_probes() -> None:
     config = models_config(
         """\

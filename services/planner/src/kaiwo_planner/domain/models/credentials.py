@@ -5,7 +5,9 @@ Per URL scheme, as upstream: ``hf://`` gets ``HF_TOKEN``; ``s3://`` the AWS key 
 ``GOOGLE_APPLICATION_CREDENTIALS`` naming it; ``oss://`` the Alibaba key pair. ``pvc://``
 mounts the claim at ``/model``. The Secret comes from the AIMNamespaceConfig of the Model's
 namespace when it names one (Hugging Face token; the S3 credential of the endpoint in
-``spec.env.AWS_ENDPOINT_URL``, else the one without an endpoint; the first GCS one), else
+``spec.env.AWS_ENDPOINT_URL``, chosen as for a download item,
+:func:`~kaiwo_planner.domain.settings.namespace_config.s3_credential_for`; the first GCS
+one), else
 from the system configuration's ``secretNames``, marked optional so that a missing Secret
 does not stop a Pod. A variable the Model's ``env`` sets itself is left to it (upstream adds
 both, and which one wins is then up to the kubelet).
@@ -20,7 +22,11 @@ from typing import Any, Final
 from kaiwo_contracts.models_config import SecretNames
 
 from kaiwo_planner.domain.models.sources import ModelSource
-from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings, SecretKeyRef
+from kaiwo_planner.domain.settings.namespace_config import (
+    NamespaceSettings,
+    SecretKeyRef,
+    s3_credential_for,
+)
 
 GCP_CREDENTIALS_DIR: Final = "/secrets/gcp-credentials"
 GCP_CREDENTIALS_FILE: Final = "credentials.json"
@@ -113,12 +119,8 @@ def _hugging_face(secrets: SecretNames, namespace: NamespaceSettings) -> SourceA
 
 
 def _aws(secrets: SecretNames, namespace: NamespaceSettings, *, endpoint: str) -> SourceAdditions:
-    wanted = endpoint.rstrip("/")
-    matching = [c for c in namespace.s3 if c.endpoint_url.rstrip("/") == wanted] or [
-        c for c in namespace.s3 if not c.endpoint_url
-    ]
-    if matching and (matching[0].access_key_id or matching[0].secret_key):
-        credential = matching[0]
+    credential = s3_credential_for(endpoint, namespace.s3)
+    if credential is not None:
         return SourceAdditions(
             env=tuple(
                 _ref_env(name, ref)

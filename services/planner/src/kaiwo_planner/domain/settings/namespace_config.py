@@ -2,27 +2,40 @@
 
 * ``images.imagePullSecrets`` are added to every generated pod (after the workload's own).
 * ``credentials`` are default Secret references: a download item that names no credentials
-  takes the namespace's (S3 by matching endpoint, GCS and Azure Blob the first entry), and
-  ``huggingFaceToken`` becomes ``HF_TOKEN`` (``valueFrom.secretKeyRef``) in the download job
-  and in the workload's containers unless the workload sets ``HF_TOKEN`` itself.
+  takes the namespace's (S3 by matching endpoint, :func:`s3_credential_for`; GCS and Azure
+  Blob the first entry that names a Secret), and ``huggingFaceToken`` becomes ``HF_TOKEN``
+  (``valueFrom.secretKeyRef``) in the download job and in the workload's containers unless
+  the workload sets ``HF_TOKEN`` itself.
 * ``gateway`` exposes every KaiwoService through a Gateway API HTTPRoute attached to that
   Gateway, under the path prefix ``/<namespace>/<name>`` (rewritten to ``/``;
   :mod:`kaiwo_planner.domain.children.http_route` builds it).
 
-See docs/aimnamespaceconfig.md for the user-facing description.
+Entries that can never reach a workload or Model (no Secret named, or behind an entry that is
+always chosen first) are listed by :func:`unused_credential_entries` for the config's Event
+(decision 0233). See docs/aimnamespaceconfig.md for the user-facing description.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, SecretValueReference
+from kaiwo_contracts.validation import Problem
 
 from kaiwo_planner.domain.state.json_trees import copy_tree
 
 HF_TOKEN_ENV = "HF_TOKEN"  # noqa: S105 - a variable name, not a secret
+
+# The hosts of AWS's own S3 endpoint in the commercial partition (s3.amazonaws.com,
+# s3.<region>.amazonaws.com and the older s3-<region>.amazonaws.com): what a client without an
+# endpoint reaches, with the same account keys in every region. GovCloud (us-gov-*), ISO
+# (us-iso-*) and China (*.amazonaws.com.cn) take other keys and are left out, as are the
+# dualstack, FIPS and access-point forms (decision 0233).
+_AWS_DEFAULT_HOST: Final = re.compile(r"^s3(?:[.-][a-z]{2}-[a-z]+-[0-9]+)?\.amazonaws\.com$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,10 @@ class S3Credential:
     endpoint_url: str
     access_key_id: SecretKeyRef | None
     secret_key: SecretKeyRef | None
+
+    @property
+    def names_a_secret(self) -> bool:
+        return self.access_key_id is not None or self.secret_key is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +134,41 @@ def _names_secret(ref: Mapping[str, Any] | None) -> bool:
     return bool(ref and ref.get("secretName"))
 
 
-def _s3_credential(endpoint: str, settings: NamespaceSettings) -> S3Credential | None:
-    """The credential for ``endpoint``: same URL (ignoring a trailing slash), else one without."""
+def names_aws_default_endpoint(endpoint_url: str) -> bool:
+    """``endpoint_url`` is AWS's own S3 endpoint, which an item without an endpoint reaches."""
+    try:
+        parts = urlsplit(endpoint_url.strip())
+        port = parts.port
+    except ValueError:
+        return False
+    return (
+        parts.scheme in {"http", "https"}
+        and port is None
+        and parts.username is None
+        and parts.path in {"", "/"}
+        and not parts.query
+        and _AWS_DEFAULT_HOST.match(parts.hostname or "") is not None
+    )
+
+
+def s3_credential_for(endpoint: str, credentials: Sequence[S3Credential]) -> S3Credential | None:
+    """The namespace's S3 credential for ``endpoint`` (a download item's ``endpointUrl``, a
+    Model's ``AWS_ENDPOINT_URL``; empty: AWS's default), or None.
+
+    An entry that names no Secret is passed over (it would give nothing and hide the next
+    one). An endpoint takes the entry of the same URL (a trailing ``/`` ignored), else one
+    without ``endpointUrl``. No endpoint takes an entry without ``endpointUrl``, else one whose
+    ``endpointUrl`` is AWS's own (:func:`names_aws_default_endpoint`), where such a client
+    goes. The first in the list wins each step."""
+    usable = [c for c in credentials if c.names_a_secret]
+    without_endpoint = next((c for c in usable if not c.endpoint_url), None)
     wanted = endpoint.rstrip("/")
-    for credential in settings.s3:
-        if credential.endpoint_url and credential.endpoint_url.rstrip("/") == wanted:
-            return credential
-    return next((c for c in settings.s3 if not c.endpoint_url), None)
+    if not wanted:
+        return without_endpoint or next(
+            (c for c in usable if names_aws_default_endpoint(c.endpoint_url)), None
+        )
+    same = (c for c in usable if c.endpoint_url and c.endpoint_url.rstrip("/") == wanted)
+    return next(same, None) or without_endpoint
 
 
 def with_default_credentials(
@@ -134,7 +179,7 @@ def with_default_credentials(
     for item in result.get("s3") or []:
         if _names_secret(item.get("accessKeyId")) or _names_secret(item.get("secretKey")):
             continue
-        credential = _s3_credential(item.get("endpointUrl", ""), settings)
+        credential = s3_credential_for(str(item.get("endpointUrl") or ""), settings.s3)
         if credential is None:
             continue
         if credential.access_key_id is not None:
@@ -149,3 +194,61 @@ def with_default_credentials(
             if not _names_secret(item.get(field_name)) and refs:
                 item[field_name] = refs[0].as_value_reference()
     return result
+
+
+def unused_credential_entries(config: AIMNamespaceConfig) -> tuple[Problem, ...]:
+    """Each ``spec.credentials`` entry of ``config`` that no download item or Model can get,
+    by its field, in the order of the spec (empty: every entry can be used)."""
+    return tuple(_unused_entries(config))
+
+
+def _unused_entries(config: AIMNamespaceConfig) -> Iterator[Problem]:
+    credentials = config.spec.credentials
+    if credentials is None:
+        return
+    path = "spec.credentials"
+    first_of_endpoint: dict[str, int] = {}
+    for index, s3 in enumerate(credentials.s3 or ()):
+        if _ref(s3.access_key_id) is None and _ref(s3.secret_access_key) is None:
+            yield Problem(
+                f"{path}.s3[{index}]",
+                "names neither an accessKeyId nor a secretAccessKey Secret, so it has no effect",
+            )
+            continue
+        endpoint = (s3.endpoint_url or "").rstrip("/")
+        first = first_of_endpoint.setdefault(endpoint, index)
+        if first != index:
+            yield Problem(
+                f"{path}.s3[{index}]",
+                f"has the endpointUrl of {path}.s3[{first}], which is always chosen first, "
+                "so it has no effect",
+            )
+    yield from _unused_first_wins(
+        f"{path}.gcs",
+        "applicationCredentials",
+        [_ref(item.application_credentials) for item in credentials.gcs or ()],
+    )
+    yield from _unused_first_wins(
+        f"{path}.azureBlob",
+        "connectionString",
+        [_ref(item.connection_string) for item in credentials.azure_blob or ()],
+    )
+
+
+def _unused_first_wins(
+    path: str, field_name: str, refs: Sequence[SecretKeyRef | None]
+) -> Iterator[Problem]:
+    """GCS and Azure Blob entries have nothing to choose them by: the first one that names a
+    Secret is every item's, the others none's."""
+    used: int | None = None
+    for index, ref in enumerate(refs):
+        if ref is None:
+            yield Problem(f"{path}[{index}]", f"names no {field_name} Secret, so it has no effect")
+        elif used is None:
+            used = index
+        else:
+            yield Problem(
+                f"{path}[{index}]",
+                f"is never used: an item without {field_name} takes the first entry that "
+                f"names a Secret, {path}[{used}] (entries have no selector)",
+            )

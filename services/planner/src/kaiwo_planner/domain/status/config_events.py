@@ -27,7 +27,11 @@ executor writes none when the plan has none, and refuses one for these kinds).
      (:func:`~kaiwo_planner.domain.settings.namespace_config_names.namespace_config_name_problems`):
      the Event (``InvalidConfig``) names each of its fields and the rule; the children get
      the names as written, as before (a typo in a config must not roll or prune what runs,
-     decision 0206).
+     decision 0206);
+  4. it is in force and has credential entries no download item or Model can get
+     (:func:`~kaiwo_planner.domain.settings.namespace_config.unused_credential_entries`: a
+     second GCS or Azure Blob entry, an entry that names no Secret): the same Event names
+     each entry and why (decision 0233).
 
   Which one is in force is the caller's to say (``in_force``, read from the cluster state by
   :func:`~kaiwo_planner.domain.settings.cluster_settings.namespace_config_object`): this
@@ -56,6 +60,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import BaseModel, ValidationError
 
+from kaiwo_planner.domain.settings.namespace_config import unused_credential_entries
 from kaiwo_planner.domain.settings.namespace_config_names import namespace_config_name_problems
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.invalid_owner import (
@@ -129,16 +134,27 @@ def plan_namespace_config(
         return NamespaceConfigPlan(
             _event_plan(owner, message, reason=REASON_NOT_IN_FORCE), also_read=(in_force,)
         )
-    names = namespace_config_name_problems(AIMNamespaceConfig.model_validate(owner))
-    if not names:
+    config = AIMNamespaceConfig.model_validate(owner)
+    names = namespace_config_name_problems(config)
+    unused = unused_credential_entries(config)
+    told: list[str] = []
+    if names:
+        told.append(
+            "The AIMNamespaceConfig gives names the children of the workloads and Models of "
+            f"namespace {namespace!r} cannot use (the API server refuses such a child, or no "
+            "Secret or Gateway can be so named); they are passed on as written until fixed: "
+            f"{_listed(names)}"
+        )
+    if unused:
+        told.append(
+            "The AIMNamespaceConfig has credential entries no download item or Model of "
+            f"namespace {namespace!r} can get; remove them, or put the one to use first: "
+            f"{_listed(unused)}"
+        )
+    if not told:
         return NamespaceConfigPlan(None)
-    message = (
-        "The AIMNamespaceConfig gives names the children of the workloads and Models of "
-        f"namespace {namespace!r} cannot use (the API server refuses such a child, or no "
-        "Secret or Gateway can be so named); they are passed on as written until fixed: "
-        f"{_listed(names)}"
-    )
-    return NamespaceConfigPlan(_event_plan(owner, message))
+    # One Event: the executor names a plan's Events by its fingerprint and reason.
+    return NamespaceConfigPlan(_event_plan(owner, ". ".join(told)))
 
 
 def _model_problems(owner: Mapping[str, Any], model: type[BaseModel]) -> list[Problem]:
