@@ -33,6 +33,8 @@ EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
 MESSENGER: Final = "overlays/production-messenger"
 """A test-only overlay: production with components/messenger."""
+NATS_CLIENTS: Final = "overlays/production-nats-clients"
+"""A test-only overlay: production with components/nats-clients."""
 VLLM_POD_MONITOR: Final = "overlays/production-vllm-pod-monitor"
 """A test-only overlay: production with components/vllm-pod-monitor."""
 DEFAULT_QUEUE: Final = "overlays/production-default-queue"
@@ -130,6 +132,13 @@ def deploy_tree(directory: Path) -> DeployTree:
     (messenger / "kustomization.yaml").write_text(
         yaml.safe_dump(
             {"resources": ["../production"], "components": ["../../components/messenger"]}
+        )
+    )
+    nats_clients = root / "k8s" / NATS_CLIENTS
+    nats_clients.mkdir()
+    (nats_clients / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": ["../production"], "components": ["../../components/nats-clients"]}
         )
     )
     pod_monitor = root / "k8s" / VLLM_POD_MONITOR

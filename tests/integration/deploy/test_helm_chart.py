@@ -27,6 +27,7 @@ import yaml
 from tests.deploy_manifests import (
     DEFAULT_QUEUE,
     MESSENGER,
+    NATS_CLIENTS,
     DeployTree,
     by_kind_and_name,
     helm_sdk,
@@ -78,13 +79,51 @@ async def install(
     values = tree.chart_values(values) if credentials else values
     await helm.Install(config).run(RELEASE, str(tree.chart), values=values, wait=False,
                                    timeout=120, take_ownership=True)  # fmt: skip
+    manifest = await stored_manifest(cluster, revision=1)
+    await helm.Uninstall(config).run(RELEASE, wait=False)
+    return manifest
+
+
+async def stored_manifest(cluster: RealCluster, *, revision: int) -> list[dict[str, Any]]:
+    """The objects of the release's ``revision`` as Helm stored them."""
     stored = await asyncio.to_thread(
         run_kubectl, cluster, "-n", OPERATOR_NAMESPACE, "get", "secret",
-        f"sh.helm.release.v1.{RELEASE}.v1", "-o", "jsonpath={.data.release}",
+        f"sh.helm.release.v1.{RELEASE}.v{revision}", "-o", "jsonpath={.data.release}",
     )  # fmt: skip
     release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(stored))))
-    await helm.Uninstall(config).run(RELEASE, wait=False)
     return [o for o in yaml.safe_load_all(release["manifest"]) if o]
+
+
+async def install_and_upgrade(
+    cluster: RealCluster,
+    tree: DeployTree,
+    revisions: list[dict[str, Any]],
+    *,
+    credentials: bool = True,
+    server_side_apply: bool = False,
+) -> list[list[dict[str, Any]]]:
+    """``helm install`` with the first values, ``helm upgrade`` with each next (not waiting
+    for pods), then the objects of every revision as Helm stored them. The ``cluster`` fixture
+    uninstalls after."""
+    helm = helm_sdk()
+    config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(cluster.kubeconfig))
+    first, *later = (tree.chart_values(v) if credentials else v for v in revisions)
+    await helm.Install(config).run(RELEASE, str(tree.chart), values=first, wait=False,
+                                   timeout=120, take_ownership=True,
+                                   server_side_apply=server_side_apply)  # fmt: skip
+    for values in later:
+        await helm.Upgrade(config).run(RELEASE, str(tree.chart), values=values, wait=False,
+                                       timeout=120)  # fmt: skip
+    return [await stored_manifest(cluster, revision=n) for n in range(1, len(revisions) + 1)]
+
+
+def pod_annotations(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The pod template's annotations of NATS and every Deployment, by name."""
+    return {
+        o["metadata"]["name"]: o["spec"]["template"]["metadata"].get("annotations", {})
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet")
+    }
 
 
 def values_file(tree: DeployTree, name: str) -> dict[str, Any]:
@@ -329,3 +368,152 @@ async def test_a_default_queue_setting_that_cannot_hold_is_refused(
     helm = helm_sdk()
     with pytest.raises(helm.InstallError, match=message):
         await install(cluster, tree, values)
+
+
+def claim_templates(statefulset: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """Each volume claim template's name, requested storage and StorageClass."""
+    return [
+        (t["metadata"]["name"], t["spec"]["resources"]["requests"]["storage"],
+         t["spec"].get("storageClassName"))
+        for t in statefulset["spec"]["volumeClaimTemplates"]
+    ]  # fmt: skip
+
+
+def live_nats(cluster: RealCluster) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(
+        run_kubectl(cluster, "-n", OPERATOR_NAMESPACE, "get", "statefulset", "nats", "-o", "json")
+    )
+    return found
+
+
+@pytest.mark.parametrize("server_side_apply", [False, True], ids=["client-side", "server-side"])
+async def test_a_new_nats_storage_holds_from_the_next_statefulset_and_fails_no_upgrade(
+    cluster: RealCluster, tree: DeployTree, server_side_apply: bool
+) -> None:
+    """Kubernetes refuses any change to a StatefulSet's volumeClaimTemplates: ``helm upgrade``
+    with a new nats.storage or nats.storageClassName failed (UPGRADE FAILED, spec: Forbidden).
+    It now keeps the live templates, and the resize recipe of docs/operations.md ("NATS
+    storage": the StatefulSet deleted with --cascade=orphan, upgrade again) makes the
+    StatefulSet again with the new ones."""
+    helm = helm_sdk()
+    config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(cluster.kubeconfig))
+    bigger = {"nats": {"storage": "20Gi", "storageClassName": "fast"}}
+
+    [_, upgraded] = await install_and_upgrade(
+        cluster, tree, [{}, bigger], server_side_apply=server_side_apply
+    )
+
+    assert claim_templates(by_kind_and_name(upgraded)[("StatefulSet", "nats")]) == [
+        ("data", "10Gi", None)
+    ]
+    assert claim_templates(await asyncio.to_thread(live_nats, cluster)) == [("data", "10Gi", None)]
+    status = await helm.Status(config).run(RELEASE)
+    assert "nats.storage is 20Gi" in json.dumps(status), status
+
+    await asyncio.to_thread(
+        run_kubectl, cluster, "-n", OPERATOR_NAMESPACE, "delete", "statefulset", "nats",
+        "--cascade=orphan",
+    )  # fmt: skip
+    await helm.Upgrade(config).run(RELEASE, str(tree.chart), values=tree.chart_values(bigger),
+                                   wait=False, timeout=120)  # fmt: skip
+
+    assert claim_templates(await asyncio.to_thread(live_nats, cluster)) == [
+        ("data", "20Gi", "fast")
+    ]
+
+
+async def test_a_new_event_store_url_rolls_the_pods_that_read_it(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """The URLs reach the recorder (eventstore.url) and the console (readerUrl) through
+    Secrets the chart makes; their pods restarted only when the NATS keys changed, so a new
+    URL went unread until something else rolled them. Each now carries a hash of its Secret,
+    never its text."""
+    recorder = {n: f"postgresql://kaiwo:{n}@db:5432/kaiwo" for n in ("first", "second")}
+    reader = {n: f"postgresql://kaiwo_reader:{n}@db:5432/kaiwo" for n in ("first", "second")}
+    revisions = await install_and_upgrade(
+        cluster,
+        tree,
+        [
+            {"eventstore": {"url": recorder["first"], "readerUrl": reader["first"]}},
+            {"eventstore": {"url": recorder["second"], "readerUrl": reader["first"]}},
+            {"eventstore": {"url": recorder["second"], "readerUrl": reader["second"]}},
+        ],
+    )
+    first, second, third = (pod_annotations(objects) for objects in revisions)
+
+    changed = [
+        sorted(name for name in before if before[name] != after[name])
+        for before, after in ((first, second), (second, third))
+    ]
+    assert changed == [["kaiwo-recorder"], ["kaiwo-console"]]
+    for revision in (first, second, third):
+        assert "checksum/eventstore" in revision["kaiwo-recorder"]
+        assert "checksum/eventstore" in revision["kaiwo-console"]
+        assert "first" not in json.dumps(revision) and "second" not in json.dumps(revision)
+
+
+async def test_a_new_credentials_revision_rolls_nats_and_every_service(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """With existingCredentials the chart renders no key, so the checksum that rolls the pods
+    hashed nothing and never changed: rotating those keys rolled nothing. Bumping
+    nats.credentialsRevision rolls NATS and every service holding a key."""
+    existing = {"existingCredentials": True}
+    revisions = await install_and_upgrade(
+        cluster,
+        tree,
+        [
+            {"nats": existing},
+            {"nats": existing | {"credentialsRevision": "2026-05-01"}},
+            {"nats": existing | {"credentialsRevision": "2026-05-01"}},
+        ],
+        credentials=False,
+    )
+    first, second, third = (pod_annotations(objects) for objects in revisions)
+
+    rolled = sorted(name for name in first if first[name] != second[name])
+    assert rolled == sorted(
+        ["nats", "kaiwo-console", "kaiwo-executor", "kaiwo-gateway", "kaiwo-monitor",
+         "kaiwo-planner", "kaiwo-recorder", "kaiwo-watcher"]
+    )  # fmt: skip
+    assert second == third
+
+
+async def test_the_nats_client_namespaces_install_the_nats_clients_component(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """nats.clientNamespaceSelector with components/nats-clients' label installs what the
+    production overlay with that component renders; nats.clientNamespaces names namespaces.
+    Messenger tenants and subscriber tools in other namespaces reach NATS's client port only
+    so."""
+    label = {"matchLabels": {"kaiwo.silogen.ai/nats-client": "true"}}
+    values = merged(
+        values_file(tree, "values-production.yaml"), {"nats": {"clientNamespaceSelector": label}}
+    )
+    installed = await install(cluster, tree, values)
+
+    chart, kustomized = normalised(installed), normalised(tree.objects(NATS_CLIENTS))
+    assert sorted(chart) == sorted(kustomized)
+    different = [key for key in chart if chart[key] != kustomized[key]]
+    assert different == [], {key: (chart[key], kustomized[key]) for key in different[:2]}
+
+    by_name = by_kind_and_name(
+        await install(cluster, tree, {"nats": {"clientNamespaces": ["team-a", "team-b"]}})
+    )
+    [rule] = by_name[("NetworkPolicy", "nats-namespace-clients")]["spec"]["ingress"]
+    assert rule == {
+        "from": [
+            {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "In",
+                         "values": ["team-a", "team-b"]}
+                    ]
+                }
+            }
+        ],
+        "ports": [{"port": 4222, "protocol": "TCP"}],
+    }  # fmt: skip
+    without = by_kind_and_name(await install(cluster, tree, {}))
+    assert ("NetworkPolicy", "nats-namespace-clients") not in without

@@ -8,7 +8,8 @@ no such name. Whether the API server accepts them: tests/integration/deploy."""
 from __future__ import annotations
 
 import base64
-
+import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,16 @@ from tests.deploy_manifests import (
     DEFAULT_QUEUE,
     EXTERNAL_SCHEDULER,
     MESSENGER,
+    NATS_CLIENTS,
+    REPO_ROOT,
     DeployTree,
     by_kind_and_name,
     shared_deploy_tree,
 )
 
 SERVICES = ("watcher", "planner", "executor", "monitor", "recorder")
+NATS_KEYS = ("admin", "watcher", "planner", "executor", "monitor", "recorder", "gateway", "console")
+OPERATIONS = REPO_ROOT / "docs" / "operations.md"
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +105,8 @@ def test_the_console_reads_the_event_store_as_a_role_that_may_only_select(
         assert console["secretKeyRef"]["name"].startswith(reader_secret)
         assert recorder["secretKeyRef"]["name"].startswith(recorder_secret)
         assert not recorder["secretKeyRef"]["name"].startswith(reader_secret)
-    [reader] = [
-        o for (kind, name), o in dev.items() if name.startswith("kaiwo-eventstore-reader-")
-    ]
-    assert base64.b64decode(reader["data"]["url"]).decode().startswith(
-        "postgresql://kaiwo_reader:"
-    )
+    [reader] = [o for (kind, name), o in dev.items() if name.startswith("kaiwo-eventstore-reader-")]
+    assert base64.b64decode(reader["data"]["url"]).decode().startswith("postgresql://kaiwo_reader:")
     # The dev PostgreSQL makes the role with the database.
     postgresql = pod_spec(dev[("StatefulSet", "kaiwo-postgresql")])
     [container] = postgresql["containers"]
@@ -114,9 +115,7 @@ def test_the_console_reads_the_event_store_as_a_role_that_may_only_select(
         container["volumeMounts"]
     )
     [init] = [v for v in postgresql["volumes"] if v["name"] == "init"]
-    [config_map] = [
-        o for (kind, name), o in dev.items() if name == init["configMap"]["name"]
-    ]
+    [config_map] = [o for (kind, name), o in dev.items() if name == init["configMap"]["name"]]
     assert sorted(config_map["data"]) == ["kaiwo-reader.psql", "kaiwo-reader.sh"]
 
 
@@ -288,11 +287,32 @@ def test_the_scheduler_packs_gpus(tree: DeployTree) -> None:
     ]
 
 
-def test_without_the_scheduler_the_operator_names_the_default_one(tree: DeployTree) -> None:
-    objects = by_kind_and_name(tree.objects(EXTERNAL_SCHEDULER))
-    left = [
-        key for key in objects if "kaiwo-scheduler" in key[1] and key[0] != "PodDisruptionBudget"
-    ]
+def overlay_of_its_own(tree: DeployTree, name: str, kustomization: dict[str, Any]) -> str:
+    """A test's overlay beside the others (overlays/<name>), for ``tree.objects``."""
+    directory = tree.root / "k8s" / "overlays" / name
+    directory.mkdir(exist_ok=True)
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return f"overlays/{name}"
+
+
+@pytest.mark.parametrize("over", ["production", "dev"])
+def test_without_the_scheduler_the_operator_names_the_default_one(
+    tree: DeployTree, over: str
+) -> None:
+    """Nothing of the scheduler is left, the production overlay's budget for it included
+    (it selected no pod), and the component still renders over an overlay without that
+    budget."""
+    overlay = (
+        EXTERNAL_SCHEDULER
+        if over == "production"
+        else overlay_of_its_own(
+            tree,
+            f"{over}-external-scheduler",
+            {"resources": [f"../{over}"], "components": ["../../components/external-scheduler"]},
+        )
+    )
+    objects = by_kind_and_name(tree.objects(overlay))
+    left = [key for key in objects if "kaiwo-scheduler" in key[1]]
 
     assert left == []
     assert objects[("KaiwoConfig", "kaiwo")]["spec"]["scheduling"] == {
@@ -362,3 +382,100 @@ def test_the_documented_patches_name_the_default_queue_in_the_kaiwoconfig_and_th
     assert "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME" not in env_of(
         objects[("Deployment", "kaiwo-executor")]
     )
+
+
+def generated_nats_objects(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The kaiwo-nats-* ConfigMaps and Secrets, named without kustomize's content hash."""
+    return sorted(
+        (o["kind"], re.sub(r"-[a-z0-9]{10}$", "", o["metadata"]["name"]))
+        for o in objects
+        if o["kind"] in ("ConfigMap", "Secret") and o["metadata"]["name"].startswith("kaiwo-nats-")
+    )
+
+
+def test_the_documented_key_rotation_applies_what_holds_the_keys(tree: DeployTree) -> None:
+    """docs/operations.md's "Rotating credentials": the kustomize command it gives renders the
+    server configuration and every key (so their new names roll NATS and the services), and
+    the Helm command passes the values file ``make nats-credentials`` writes. It once named
+    deploy/k8s, which holds the CRDs alone: the rotation applied nothing."""
+    [paragraph] = re.findall(
+        r"^\*\*Rotating credentials\.\*\*.*?(?=^\*\*|^#)",
+        OPERATIONS.read_text(),
+        flags=re.MULTILINE | re.DOTALL,
+    )
+    applied = re.findall(r"kubectl apply (--server-side )?-k (\S+)", paragraph)
+    [helm_values] = re.findall(r"helm upgrade kaiwo deploy/helm/kaiwo .*?-f\s+(\S+)", paragraph)
+    [written] = re.findall(r"--helm-values (\S+)", (REPO_ROOT / "Makefile").read_text())
+
+    assert applied == [("--server-side ", "deploy/k8s/overlays/production")]
+    for _, path in applied:
+        overlay = tree.objects(path.removeprefix("deploy/k8s/"))
+        assert generated_nats_objects(overlay) == sorted(
+            [("ConfigMap", "kaiwo-nats-cluster"), ("ConfigMap", "kaiwo-nats-config")]
+            + [("Secret", f"kaiwo-nats-{key}") for key in NATS_KEYS]
+        )
+    assert helm_values == written == "deploy/helm/nats-credentials.yaml"
+
+
+NATS_NAMESPACE_CLIENTS = {
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "nats"}},
+    "policyTypes": ["Ingress"],
+    "ingress": [
+        {
+            "from": [
+                {"namespaceSelector": {"matchLabels": {"kaiwo.silogen.ai/nats-client": "true"}}}
+            ],
+            "ports": [{"protocol": "TCP", "port": 4222}],
+        }
+    ],
+}
+
+
+def test_the_nats_clients_component_admits_the_labelled_namespaces_to_the_client_port(
+    tree: DeployTree, production: Any
+) -> None:
+    """Messenger tenants and subscriber tools run in pods of their own namespaces, which
+    nats-clients (the operator's pods only) never admitted: the component adds a policy for
+    the namespaces labelled kaiwo.silogen.ai/nats-client=true, on the client port alone, in
+    kaiwo-system beside NATS. Nothing else changes."""
+    with_clients = by_kind_and_name(tree.objects(NATS_CLIENTS))
+    policy = with_clients[("NetworkPolicy", "nats-namespace-clients")]
+
+    assert set(with_clients) - set(production) == {("NetworkPolicy", "nats-namespace-clients")}
+    assert set(production) - set(with_clients) == set()
+    assert policy["metadata"]["namespace"] == "kaiwo-system"
+    assert policy["spec"] == NATS_NAMESPACE_CLIENTS
+
+
+def test_the_documented_patch_admits_the_namespaces_it_names(tree: DeployTree) -> None:
+    """docs/operations.md's recipe for naming namespaces instead of labelling them, over the
+    production overlay."""
+    [section] = re.findall(
+        r"^### NATS clients in other namespaces\n(.*?)(?=^##)",
+        OPERATIONS.read_text(),
+        flags=re.MULTILINE | re.DOTALL,
+    )
+    [recipe] = re.findall(r"```yaml\n(.*?)```", section, flags=re.DOTALL)
+    kustomization = {"resources": ["../production"], **yaml.safe_load(textwrap.dedent(recipe))}
+    overlay = overlay_of_its_own(tree, "production-nats-clients-by-name", kustomization)
+
+    policy = by_kind_and_name(tree.objects(overlay))[("NetworkPolicy", "nats-namespace-clients")]
+
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "In",
+                                "values": ["team-a", "team-b"],
+                            }
+                        ]
+                    }
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 4222}],
+        }
+    ]

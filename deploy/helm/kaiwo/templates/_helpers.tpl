@@ -61,3 +61,40 @@ runAsUser: 65532
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{/* The event store's Secrets the chart creates when given the URL: the recorder's and the
+console's read-only one. Rendered here once, for the objects and for the checksums that roll
+the pods reading them. */}}
+{{- define "kaiwo.eventstoreSecret" -}}
+{{- if .Values.eventstore.url -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Values.eventstore.secretName }}
+  namespace: {{ .Release.Namespace }}
+type: Opaque
+stringData:
+  url: {{ .Values.eventstore.url | quote }}
+{{- end -}}
+{{- end -}}
+
+{{- define "kaiwo.eventstoreReaderSecret" -}}
+{{- if .Values.eventstore.readerUrl -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Values.eventstore.readerSecretName }}
+  namespace: {{ .Release.Namespace }}
+type: Opaque
+stringData:
+  url: {{ .Values.eventstore.readerUrl | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* What rolls a pod holding a NATS key when the keys change: the keys the chart renders and
+nats.credentialsRevision, which stands for keys created outside the chart
+(existingCredentials), whose rendering here is empty and so never changes. A hash only. */}}
+{{- define "kaiwo.natsCredentialsChecksum" -}}
+{{- $rendered := include (print .Template.BasePath "/nats-credentials.yaml") . -}}
+{{- printf "%s\n---\nrevision: %v" $rendered (.Values.nats.credentialsRevision | default "") | sha256sum -}}
+{{- end -}}
