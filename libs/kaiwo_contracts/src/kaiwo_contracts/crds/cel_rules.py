@@ -6,7 +6,7 @@ it is about).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -86,6 +86,14 @@ def raise_violations(title: str, violations: list[tuple[str, str, Any]]) -> None
             )
             for field, message, value in violations
         ],
+    )
+
+
+def raise_broken_rules(title: str, rules: Iterable[CelRule[Any]], model: object) -> None:
+    """The CEL rules a CRD carries, checked by its model too: one error per rule ``model``
+    breaks, each at the rule's field."""
+    raise_violations(
+        title, [(rule.field, rule.message, None) for rule in rules if not rule.holds(model)]
     )
 
 

@@ -26,13 +26,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Final, Literal, Self
+from typing import Annotated, ClassVar, Final, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn
-from kaiwo_contracts.crds.cel_rules import CEL_VALIDATIONS, CelRule, raise_violations
+from kaiwo_contracts.crds.cel_rules import (
+    CEL_VALIDATIONS,
+    CelRule,
+    raise_broken_rules,
+    raise_violations,
+)
 from kaiwo_contracts.crds.core_v1 import LabelSelector, Taint, Toleration
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     API_VERSION,
@@ -182,7 +187,7 @@ class ResourceGroup(KubeModel):
                         "given": ", ".join(names),
                     },
                 )
-        _check_rules("ResourceGroup", _GROUP_RULES, self)
+        raise_broken_rules("ResourceGroup", _GROUP_RULES, self)
         return self
 
 
@@ -223,7 +228,7 @@ class FlavorFungibility(KubeModel):
 
     @model_validator(mode="after")
     def _kueues_rules(self) -> Self:
-        _check_rules("FlavorFungibility", (_PREFERENCE_RULE,), self)
+        raise_broken_rules("FlavorFungibility", (_PREFERENCE_RULE,), self)
         return self
 
 
@@ -266,7 +271,7 @@ class ClusterQueuePreemption(KubeModel):
 
     @model_validator(mode="after")
     def _kueues_rules(self) -> Self:
-        _check_rules("ClusterQueuePreemption", (_RECLAIM_RULE,), self)
+        raise_broken_rules("ClusterQueuePreemption", (_RECLAIM_RULE,), self)
         return self
 
 
@@ -412,15 +417,8 @@ class ClusterQueueSpec(KubeModel):
         # Kueue's webhook refuses a flavor named in two groups.
         flavors = [flavor.name for group in groups for flavor in group.flavors]
         _require_unique(flavors, what="resourceGroups[].flavors[].name")
-        _check_rules("ClusterQueueSpec", _SPEC_RULES, self)
+        raise_broken_rules("ClusterQueueSpec", _SPEC_RULES, self)
         return self
-
-
-def _check_rules(title: str, rules: Iterable[CelRule[Any]], model: KubeModel) -> None:
-    """The CEL rules the CRD carries, checked by the model too, each error at its field."""
-    raise_violations(
-        title, [(rule.field, rule.message, None) for rule in rules if not rule.holds(model)]
-    )
 
 
 class ClusterQueue(KubeModel):

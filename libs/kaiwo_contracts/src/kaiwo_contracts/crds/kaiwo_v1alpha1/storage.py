@@ -18,7 +18,12 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import KubeModel
-from kaiwo_contracts.crds.cel_rules import CEL_VALIDATIONS, CelRule, raise_violations
+from kaiwo_contracts.crds.cel_rules import (
+    CEL_VALIDATIONS,
+    CelRule,
+    raise_broken_rules,
+    raise_violations,
+)
 from kaiwo_contracts.crds.core_v1 import PersistentVolumeAccessMode
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.structural import NoCrdDefault
@@ -312,10 +317,7 @@ class StorageSpec(KubeModel):
 
     @model_validator(mode="after")
     def _downloads_have_a_volume(self) -> Self:
-        raise_violations(
-            "StorageSpec",
-            [(rule.field, rule.message, None) for rule in _STORAGE_RULES if not rule.holds(self)],
-        )
+        raise_broken_rules("StorageSpec", _STORAGE_RULES, self)
         return self
 
     @property
