@@ -3,7 +3,6 @@ order, observations, findings and scale decisions read up to each plan's sequenc
 
 from __future__ import annotations
 
-import bisect
 import gc
 import heapq
 from collections.abc import (
@@ -24,6 +23,7 @@ from kaiwo_cli.replay.comparison import (
     VerdictSink,
     skipped_verdict,
 )
+from kaiwo_cli.replay.handed_out import HandedOut
 from kaiwo_cli.replay.recorded import (
     FINDING_TYPE,
     GATEWAY_STREAM,
@@ -225,10 +225,9 @@ class _InStreamOrder(Generic[_Item]):
         self._batches = batches
         self._read = read
         self._stream = stream
-        self._last_handed_out = 0
-        self._passed_over: list[tuple[int, int]] = []
-        """Ranges of sequences handed out past with no event (the stream's other types, its
-        gaps): an event found there later is late, not a second one."""
+        self._handed_out = HandedOut()
+        """An event found later at a sequence passed over with none (the stream's other
+        types, its gaps) is late, not a second one."""
         self._heap: list[int] = []
         self._pending: dict[int, Callable[[], _Item | None]] = {}
         self._read_through = 0
@@ -274,9 +273,7 @@ class _InStreamOrder(Generic[_Item]):
         taken: list[tuple[int, _Item]] = []
         while self._heap and self._heap[0] <= bound:
             sequence = heapq.heappop(self._heap)
-            if sequence != self._last_handed_out + 1:
-                self._passed_over.append((self._last_handed_out + 1, sequence - 1))
-            self._last_handed_out = sequence
+            self._handed_out.hand_out(sequence)
             payload = self._pending.pop(sequence)
             item = payload() if decode else None
             if item is not None:
@@ -291,7 +288,7 @@ class _InStreamOrder(Generic[_Item]):
         sequence, item = found
         self._read_through = max(self._read_through, sequence)
         if sequence <= self._taken_through:
-            if self._handed_out(sequence):
+            if self._handed_out.was_handed_out(sequence):
                 raise StreamsRecreatedError(self._stream, sequence)
             self.late += 1
         elif sequence not in self._pending:
@@ -300,18 +297,8 @@ class _InStreamOrder(Generic[_Item]):
         else:
             raise StreamsRecreatedError(self._stream, sequence)
 
-    def _handed_out(self, sequence: int) -> bool:
-        if sequence > self._last_handed_out:
-            return False
-        at = bisect.bisect_right(self._passed_over, sequence, key=_start) - 1
-        return at < 0 or self._passed_over[at][1] < sequence
-
     async def close(self) -> None:
         await self._batches.aclose()
-
-
-def _start(passed_over: tuple[int, int]) -> int:
-    return passed_over[0]
 
 
 async def _plans_in_order(
