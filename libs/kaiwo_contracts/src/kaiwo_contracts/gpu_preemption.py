@@ -28,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, TypeVar, cast
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+from kaiwo_contracts.utilization_threshold import capped_threshold_ratio
 
 ANNOTATION_PREFIX: Final = "kaiwo.silogen.ai/gpu-preemption."
 ENABLED: Final = f"{ANNOTATION_PREFIX}enabled"
@@ -77,7 +78,7 @@ class GpuPreemptionSettings:
 
     @property
     def threshold_ratio(self) -> float:
-        return min(self.threshold_percent / 100.0, 1.0)
+        return capped_threshold_ratio(self.threshold_percent)
 
 
 def gpu_preemption_settings(

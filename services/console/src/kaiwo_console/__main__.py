@@ -1,14 +1,15 @@
 """``python -m kaiwo_console``: the read-only web console (decisions 0050, 0051).
 
-Connects to NATS as ``console`` (waiting for ``KAIWO_OBS`` to be declared), opens the event
-store at ``KAIWO_EVENTSTORE_URL`` without migrating it (the recorder owns its schema) and,
+Opens the event store at ``KAIWO_EVENTSTORE_URL`` without migrating it (the recorder owns its
+schema; a store at a schema revision this version does not read ends it, decision 0242),
+connects to NATS as ``console`` (waiting for ``KAIWO_OBS`` to be declared) and,
 unless ``KAIWO_CONSOLE_ANONYMOUS=loopback`` (every caller a local anonymous one), the API
 server (``KAIWO_KUBECONFIG``, else its in-cluster account), which it asks only who a caller
 is and what they may list (TokenReview, SubjectAccessReview). It reads every stored
 observation, then serves the pages on ``KAIWO_CONSOLE_PORT`` and ``/healthz``, ``/readyz``
 (NATS connected, observations read) and ``/metrics`` on ``KAIWO_HEALTH_PORT`` until SIGTERM
-or SIGINT. NATS or the API server not answering at start ends the process with status 1
-and one line on stderr.
+or SIGINT. The event store, NATS or the API server not answering at start ends the process
+with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from functools import partial
 import structlog
 from aiohttp import web
 from kaiwo_contracts.access import NODES_ACCESS, WORKLOADS_ACCESS, CacheSettings, ResourceAccess
-from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_eventstore import EventStore
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kubernetes_access import (
     LOOPBACK_ONLY,
@@ -51,6 +52,7 @@ from kaiwo_console.domain.cluster import ClusterState
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
 from kaiwo_console.domain.nodes import NodeRecords
+from kaiwo_console.event_store import open_readable_store
 from kaiwo_console.feeds import HistoryFeed, observation_reader, timeline
 from kaiwo_console.http_api import Console
 from kaiwo_console.metrics import ConsoleMetrics
@@ -68,18 +70,19 @@ async def serve(
 ) -> None:
     """Serve until ``stop``; ``access`` (workloads, nodes) answers who callers are (default:
     the API server); ``on_started`` is told the pages' address."""
-    bus = await connect_bus(
-        settings=settings, service="console", within_seconds=settings.startup_timeout_seconds
+    # The store first: a revision this version cannot read is told before any wait for NATS.
+    store: EventStore = await within(
+        settings.startup_timeout_seconds,
+        "opening the event store failed",
+        open_readable_store(settings.eventstore_url),
     )
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(store.close)
+        bus = await connect_bus(
+            settings=settings, service="console", within_seconds=settings.startup_timeout_seconds
+        )
         stack.push_async_callback(bus.close)
         metrics = ConsoleMetrics()
-        store: EventStore = await within(
-            settings.startup_timeout_seconds,
-            "opening the event store failed",
-            open_event_store(settings.eventstore_url, migrate=False),
-        )
-        stack.push_async_callback(store.close)
         if access is None:
             access = (
                 (LOOPBACK_ONLY, LOOPBACK_ONLY)

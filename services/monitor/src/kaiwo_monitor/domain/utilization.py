@@ -70,6 +70,7 @@ from typing import Final, Literal
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 from kaiwo_contracts.gpu_preemption import Aggregation, GpuPreemptionSettings
 from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.utilization_threshold import capped_threshold_ratio
 
 from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, is_kaiwo_workload
 from kaiwo_monitor.domain.samples import GpuSample
@@ -127,7 +128,7 @@ class MonitoringPolicy:
     @property
     def threshold_ratio(self) -> float:
         """The threshold as a fraction, capped at 1 (a threshold over 100 % flags everything)."""
-        return min(self.threshold_percent / FULL_PERCENT, 1.0)
+        return capped_threshold_ratio(self.threshold_percent)
 
 
 @dataclass(frozen=True, slots=True)

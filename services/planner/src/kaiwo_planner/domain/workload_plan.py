@@ -132,7 +132,11 @@ from kaiwo_planner.domain.status.findings import (
     RESOURCE_UNDERUTILIZATION,
     underutilization_condition,
 )
-from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
+from kaiwo_planner.domain.status.gpu_idle import (
+    GPU_IDLE,
+    gpu_idle_condition,
+    gpu_idle_once_ended,
+)
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
 from kaiwo_planner.domain.status.storage_phase import (
@@ -340,6 +344,7 @@ def plan_workload(
             ),
             *_gpu_idle_conditions(workload, previous, context=context, now=now),
         ),
+        ended_conditions={GPU_IDLE: gpu_idle_once_ended(previous)},
         node_pools=node_pools,
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)

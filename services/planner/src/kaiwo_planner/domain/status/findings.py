@@ -45,6 +45,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_contracts.utilization_threshold import capped_threshold_ratio
 
 from kaiwo_planner.domain.state.durations import parse_duration
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
@@ -68,7 +69,7 @@ def monitored(monitoring: KaiwoResourceMonitoringConfig, namespace: str) -> bool
 
 def threshold_ratio(monitoring: KaiwoResourceMonitoringConfig) -> float:
     """``lowUtilizationThreshold`` as a fraction, at most 1 (over 100 % flags everything)."""
-    return min(monitoring.low_utilization_threshold / 100.0, 1.0)
+    return capped_threshold_ratio(monitoring.low_utilization_threshold)
 
 
 def underutilized_since(

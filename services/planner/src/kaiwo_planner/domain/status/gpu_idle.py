@@ -21,6 +21,12 @@ longer READY), is not judged: a condition it has is withdrawn, False with reason
 preemption that would never come, and ``kaiwo gpus`` and the console flagged the workload
 idle from it). Withdrawn once, it is written the same way each plan (no status write); a
 workload that never had the condition gets none.
+
+A workload that ends (COMPLETE, FAILED, TERMINATED) has the condition withdrawn in the very
+write of its final phase, False with reason ``NotRunning`` (:func:`gpu_idle_once_ended`,
+decision 0242): the planner writes nothing after a final phase, so whatever that write said
+stayed for good, ``GpuIdle`` True included. A workload that ended under an earlier version
+has it withdrawn once; one whose condition is already withdrawn keeps it as it is.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ REASON_IDLE: Final = "GpuIdle"
 REASON_ACTIVE: Final = "GpuActive"
 REASON_NOT_OPTED_IN: Final = "NotOptedIn"
 REASON_NOT_RUNNING: Final = "NotRunning"
+NOT_RUNNING_MESSAGE: Final = "Not running: GPU idleness is judged only while the workload runs"
+_WITHDRAWN_REASONS: Final = frozenset({REASON_NOT_OPTED_IN, REASON_NOT_RUNNING})
 
 
 def gpu_idle_condition(
@@ -72,7 +80,7 @@ def gpu_idle_condition(
         return _withdrawn(
             previous_status,
             REASON_NOT_RUNNING,
-            "Not running: GPU idleness is judged only while the workload runs",
+            NOT_RUNNING_MESSAGE,
         )
     reading = reading_of(finding, settings, now=now)
     if reading.percent is None:
@@ -82,6 +90,17 @@ def gpu_idle_condition(
     return ConditionSpec(
         GPU_IDLE, "True", REASON_IDLE, idle_message(settings, reading.idle_since, vendor=vendor)
     )
+
+
+def gpu_idle_once_ended(previous_status: Mapping[str, Any]) -> ConditionSpec | None:
+    """``GpuIdle`` of a workload whose phase is final (module docstring); None: leave the
+    condition as ``previous_status`` has it (none, or withdrawn already)."""
+    found = condition_of(previous_status, GPU_IDLE)
+    if found is None or (
+        found.get("status") == "False" and found.get("reason") in _WITHDRAWN_REASONS
+    ):
+        return None
+    return ConditionSpec(GPU_IDLE, "False", REASON_NOT_RUNNING, NOT_RUNNING_MESSAGE)
 
 
 def _withdrawn(

@@ -26,7 +26,9 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
   again when a pod still within its time runs out of it).
 * TERMINATING (a preemption or termination decision) is followed by TERMINATED on the next
   plan.
-* COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves.
+* COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves. A
+  condition judged only while the workload runs (``GpuIdle``) is withdrawn in the write of
+  the final phase, and once on a workload that ended before that rule (decision 0242).
 
 Choices that differ from upstream, on purpose:
 
@@ -197,6 +199,7 @@ def derive_status(
     duration: timedelta | None = None,
     termination: TerminationRequest | None = None,
     extra_conditions: Sequence[ConditionSpec] = (),
+    ended_conditions: Mapping[str, ConditionSpec | None] | None = None,
     node_pools: Collection[str] | None = None,
 ) -> StatusDecision:
     """The next status of one workload.
@@ -206,15 +209,20 @@ def derive_status(
     ``extra_conditions`` are conditions other planning steps observed (for example that a
     Job change could not be applied); they are merged like the others, except while the
     workload is not schedulable (nothing else is planned then), TERMINATING or final.
+    ``ended_conditions`` are, by type, the conditions judged only while the workload runs as
+    they stand once it has ended: written with the final phase in place of an extra
+    condition of their type, and onto a final status that does not say them yet; None
+    leaves the previous status's condition of that type as it is (decision 0242).
     ``node_pools`` are the node pools some node is in (``ChildHealthy`` tells a pod admitted
     into another, decision 0182).
     """
     previous = dict(previous_status or {})
     previous_phase = WorkloadStatus(previous.get("status", ""))
+    ended = dict(ended_conditions or {})
     if previous_phase.is_terminal:
-        return StatusDecision(status={**previous, "observedGeneration": generation})
+        return StatusDecision(status=_still_final(previous, generation, ended, now))
     if previous_phase is WorkloadStatus.TERMINATING:
-        return _terminated(workload_kind, generation, previous, now)
+        return _terminated(workload_kind, generation, previous, now, ended)
 
     pods_deadline = admitted_pods_deadline(observed, now=now)
     observation = _observe(
@@ -228,6 +236,9 @@ def derive_status(
     )
     if schedulable.schedulable:
         observation.conditions.extend(extra_conditions)
+    if observation.phase.is_terminal:
+        # Nothing is written after this: a reading judged now would stay for good.
+        observation.conditions = _as_ended(observation.conditions, ended)
     replan_after = None
     if observation.phase in _RUNNING_PHASES and duration is not None:
         # The deadline counts the current run: Kueue's eviction started the pods over, and
@@ -494,8 +505,38 @@ def _preempted_for(beneficiary: ObjectRef) -> dict[str, Any]:
     return {key: value for key, value in named.items() if value is not None}
 
 
+def _as_ended(
+    conditions: Sequence[ConditionSpec], ended: Mapping[str, ConditionSpec | None]
+) -> list[ConditionSpec]:
+    """``conditions`` with those judged only while running replaced by what they are once
+    the workload has ended (:func:`derive_status`)."""
+    kept = [c for c in conditions if c.type not in ended]
+    return [*kept, *(spec for spec in ended.values() if spec is not None)]
+
+
+def _still_final(
+    previous: Mapping[str, Any],
+    generation: int,
+    ended: Mapping[str, ConditionSpec | None],
+    now: datetime,
+) -> dict[str, Any]:
+    """The status of a workload that had ended already: as it was, but for
+    observedGeneration and a condition an earlier version left judging (decision 0242)."""
+    status = {**previous, "observedGeneration": generation}
+    due = _as_ended((), ended)
+    if due:
+        status["conditions"] = merge_conditions(
+            previous.get("conditions") or (), due, generation=generation, now=now
+        )
+    return status
+
+
 def _terminated(
-    workload_kind: WorkloadKind, generation: int, previous: Mapping[str, Any], now: datetime
+    workload_kind: WorkloadKind,
+    generation: int,
+    previous: Mapping[str, Any],
+    now: datetime,
+    ended: Mapping[str, ConditionSpec | None],
 ) -> StatusDecision:
     early = condition_of(previous, WORKLOAD_TERMINATED_EARLY)
     reason = str(early.get("reason")) if early else "EarlyTermination"
@@ -506,7 +547,7 @@ def _terminated(
     )
     observation = _Observation(
         WorkloadStatus.TERMINATED,
-        [ConditionSpec(WORKLOAD_TERMINATED_EARLY, "True", reason, message)],
+        _as_ended([ConditionSpec(WORKLOAD_TERMINATED_EARLY, "True", reason, message)], ended),
     )
     status = _write(
         workload_kind=workload_kind,
