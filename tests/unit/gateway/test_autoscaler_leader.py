@@ -187,6 +187,56 @@ async def test_a_model_no_longer_autoscaled_loses_its_window_and_damaged_ones_st
     assert [key async for key, _ in bucket.items()] == ["m-gone"]
 
 
+async def test_a_model_deleted_or_no_longer_autoscaled_loses_its_autoscaler_series() -> None:
+    clock, out, metrics = Clock(), Published(), GatewayMetrics()
+    catalog = catalog_with(replicas=1)
+    catalog.apply(
+        kind="Model",
+        event="ADDED",
+        obj=model_object("chat", uid="m-2", generation=1, replicas=1, targetRequests=10),
+    )
+    scaler = Autoscaler(
+        catalog=catalog,
+        publisher=out,
+        state=MemoryKeyValue(),
+        clock=clock,
+        settings=SETTINGS,
+        metrics=metrics,
+    )
+
+    def series() -> list[str]:
+        return [
+            line
+            for line in metrics.registry.exposition().decode().splitlines()
+            if line.startswith("kaiwo_autoscaler_a")
+        ]
+
+    scaler.receive(load("gw-a", 6))
+    await scaler.tick_once()
+    # llm: samples (0, 6); chat: (0, 0).
+    assert series() == [
+        'kaiwo_autoscaler_active_requests{model="chat",namespace="team-a"} 0.0',
+        'kaiwo_autoscaler_active_requests{model="llm",namespace="team-a"} 6.0',
+        'kaiwo_autoscaler_average_active_requests{model="chat",namespace="team-a"} 0.0',
+        'kaiwo_autoscaler_average_active_requests{model="llm",namespace="team-a"} 3.0',
+    ]
+
+    catalog.apply(
+        kind="Model",
+        event="DELETED",
+        obj=model_object("llm", uid="m-1", version="5", generation=2),
+    )
+    disabled = model_object("chat", uid="m-2", version="6", generation=2, replicas=1)
+    disabled["spec"]["autoscalingDisabled"] = True
+    catalog.apply(kind="Model", event="MODIFIED", obj=disabled)
+    clock.advance(10)
+    scaler.receive(load("gw-a", 0))
+    await scaler.tick_once()
+
+    # Before, both kept their last values for good.
+    assert series() == []
+
+
 async def test_without_a_fresh_report_the_tick_is_skipped() -> None:
     clock, bucket, out = Clock(), MemoryKeyValue(), Published()
     scaler = autoscaler(catalog_with(replicas=3), bucket, clock, out)
@@ -282,7 +332,34 @@ async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses()
         "fewerWantedSince": None,
         "heldBack": True,
         "toldDemand": 5,
+        "toldAt": "2026-03-01T12:00:50+00:00",  # the sixth tick's
     }
+
+
+async def test_a_scale_up_held_back_by_the_cluster_ceiling_is_published_again_half_hourly() -> None:
+    """A Model without ``maxReplicas`` at 3 replicas, the cluster's ceiling (the planner's):
+    the load wants 5, every tick decides 3 -> 5, which the planner does not carry out. The
+    decision is published once, then again after 30 minutes under a new id, and not in
+    between (decision 0238): the planner forgets a decision an hour older than the newest of
+    any Model, and its condition would then say the ceiling no longer limits the Model.
+    Before, it was published once for good."""
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    scaler = autoscaler(catalog_with(replicas=3), bucket, clock, out)
+    await bucket.put("m-1", json.dumps({"samples": [50.0, 50.0]}).encode())
+    await scaler.restore()
+
+    published_at = []
+    for tick in range(2 * 180 + 1):  # an hour of ticks of 10 s, and the first
+        scaler.receive(load("gw-a", 50))  # (50 + 50) / 2 = 50, target 10: 5 wanted
+        before = len(out.sent)
+        await scaler.tick_once()
+        if len(out.sent) > before:
+            published_at.append(timedelta(seconds=10 * tick))
+        clock.advance(10)
+
+    assert published_at == [timedelta(0), timedelta(minutes=30), timedelta(minutes=60)]
+    assert [(d.from_replicas, d.replicas) for d in out.decisions()] == [(3, 5)] * 3
+    assert len({envelope.id for _, envelope in out.sent}) == 3
 
 
 class FailingFirst(Published):
@@ -323,6 +400,7 @@ async def test_a_restatement_that_failed_to_publish_is_published_at_the_next_tic
         "fewerWantedSince": None,
         "heldBack": True,
         "toldDemand": 5,
+        "toldAt": "2026-03-01T12:00:10+00:00",
     }
 
 

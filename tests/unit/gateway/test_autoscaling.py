@@ -118,14 +118,14 @@ def test_load_crossing_max_replicas_is_restated_once_each_way() -> None:
     held = decide_scale(at_max, start, active_requests=5, now=T0)
     assert held == ScalingDecision(
         replicas=2,
-        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5),
+        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5, told_at=T0),
         reason="held at spec.maxReplicas 2, 5 wanted: average 5 active requests over 1 "
         "samples, target 1 per replica",
     )
     # The load stays above, a little lower (not half of 5, decision 0175): nothing more.
     still = decide_scale(at_max, held.state, active_requests=3, now=T0 + TICK)
     assert still.replicas is None
-    assert still.state == ScalingState(samples=(3.0,), held_back=True, told_demand=5)
+    assert still.state == ScalingState(samples=(3.0,), held_back=True, told_demand=5, told_at=T0)
     assert still.reason.startswith("steady: ")
 
     # Down to exactly 2: within again, said once.
@@ -144,12 +144,12 @@ def test_the_demand_rising_while_held_back_is_restated_and_a_small_fall_is_not()
     would name 5 for good otherwise); back to 4 is not (above half of 7); down to 3 is
     (half of 7 or below); each tells its demand once (decision 0175)."""
     at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1, scale_down_delay_seconds=30)
-    told_five = ScalingState(samples=(5.0,), held_back=True, told_demand=5)
+    told_five = ScalingState(samples=(5.0,), held_back=True, told_demand=5, told_at=T0 - TICK)
 
     rising = decide_scale(at_max, told_five, active_requests=7, now=T0)
     assert rising == ScalingDecision(
         replicas=2,
-        state=ScalingState(samples=(7.0,), held_back=True, told_demand=7),
+        state=ScalingState(samples=(7.0,), held_back=True, told_demand=7, told_at=T0),
         reason="still held at spec.maxReplicas 2, 7 wanted (5 told): average 7 active "
         "requests over 1 samples, target 1 per replica",
     )
@@ -157,12 +157,12 @@ def test_the_demand_rising_while_held_back_is_restated_and_a_small_fall_is_not()
 
     wavering = decide_scale(at_max, rising.state, active_requests=4, now=T0 + 2 * TICK)
     assert wavering.replicas is None
-    assert wavering.state == ScalingState(samples=(4.0,), held_back=True, told_demand=7)
+    assert wavering.state == ScalingState(samples=(4.0,), held_back=True, told_demand=7, told_at=T0)
 
     halved = decide_scale(at_max, wavering.state, active_requests=3, now=T0 + 3 * TICK)
     assert halved == ScalingDecision(
         replicas=2,
-        state=ScalingState(samples=(3.0,), held_back=True, told_demand=3),
+        state=ScalingState(samples=(3.0,), held_back=True, told_demand=3, told_at=T0 + 3 * TICK),
         reason="still held at spec.maxReplicas 2, 3 wanted (7 told): average 3 active "
         "requests over 1 samples, target 1 per replica",
     )
@@ -180,7 +180,7 @@ def test_a_held_back_state_saved_without_its_demand_tells_the_demand_once() -> N
     told = decide_scale(at_max, saved, active_requests=5, now=T0)
     assert told == ScalingDecision(
         replicas=2,
-        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5),
+        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5, told_at=T0),
         reason="still held at spec.maxReplicas 2, 5 wanted: average 5 active requests over 1 "
         "samples, target 1 per replica",
     )
@@ -200,6 +200,51 @@ def test_the_demand_told_is_saved_and_restored() -> None:
     for damaged in ("5", 5.5, True):
         with pytest.raises(ValueError, match="toldDemand"):
             ScalingState.from_document({"samples": [5.0], "heldBack": True, "toldDemand": damaged})
+
+
+def test_a_load_held_back_for_long_is_told_again_every_half_hour() -> None:
+    """Held at ``maxReplicas: 2`` with 5 told, the load steady at 5: told again 30 minutes
+    after it was told, and not before (decision 0238). The planner forgets a decision an
+    hour older than the newest of any Model, and its condition would then say the load is
+    within the cap; before, nothing was told again while the demand stayed."""
+    at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1)
+    state = ScalingState(samples=(5.0,), held_back=True, told_demand=5, told_at=T0)
+
+    told_again = []
+    for tick in range(1, 2 * 180 + 1):  # an hour of ticks of 10 s
+        now = T0 + tick * TICK
+        decision = decide_scale(at_max, state, active_requests=5, now=now)
+        state = decision.state
+        if decision.replicas is not None:
+            told_again.append((now - T0, decision.replicas, decision.reason))
+
+    assert told_again == [
+        (
+            timedelta(minutes=30),
+            2,
+            "still held at spec.maxReplicas 2, 5 wanted (5 told): average 5 active requests "
+            "over 1 samples, target 1 per replica",
+        ),
+        (
+            timedelta(minutes=60),
+            2,
+            "still held at spec.maxReplicas 2, 5 wanted (5 told): average 5 active requests "
+            "over 1 samples, target 1 per replica",
+        ),
+    ]
+    assert state == ScalingState(
+        samples=(5.0,), held_back=True, told_demand=5, told_at=T0 + timedelta(minutes=60)
+    )
+    assert state.to_document() == {
+        "samples": [5.0],
+        "fewerWantedSince": None,
+        "heldBack": True,
+        "toldDemand": 5,
+        "toldAt": "2026-03-01T13:00:00+00:00",
+    }
+    assert ScalingState.from_document(state.to_document()) == state
+    with pytest.raises(ValueError, match="toldAt"):
+        ScalingState.from_document({"samples": [5.0], "toldAt": 5})
 
 
 def test_load_falling_below_max_replicas_is_restated_while_the_delay_runs() -> None:

@@ -42,6 +42,29 @@ def test_least_load_takes_turns_when_requests_finish_at_once() -> None:
     assert balancer.in_flight("m") == {}
 
 
+def test_an_endpoint_that_joins_takes_turns_with_those_there_and_not_every_turn() -> None:
+    # A scale up from one replica to two, under sequential requests (each finishes before
+    # the next): A has served 10 alone; B joins counting as 10 too, so the ties alternate
+    # (A first, by key). Started at 0, B would have taken all the next 10.
+    balancer = Balancer()
+
+    def sequential(endpoints: tuple[Endpoint, ...], count: int) -> list[str]:
+        order = []
+        for _ in range(count):
+            choice = balancer.choose(group="m", endpoints=endpoints, strategy="LeastLoad")
+            assert choice is not None
+            order.append(choice.endpoint.key)
+            balancer.release(group="m", endpoint=choice.endpoint.key)
+        return order
+
+    assert sequential((A,), 10) == ["ns/a"] * 10
+    assert sequential((A, B), 6) == ["ns/a", "ns/b", "ns/a", "ns/b", "ns/a", "ns/b"]
+
+    # B leaves and C joins while A and B have 13 each: C starts at the fewest, 13.
+    c = Endpoint(key="ns/c", address="10.0.0.3:8000")
+    assert sequential((A, c), 4) == ["ns/a", "ns/c", "ns/a", "ns/c"]
+
+
 def test_an_adapter_no_endpoint_has_finds_none_and_excluded_endpoints_are_skipped() -> None:
     balancer = Balancer()
 

@@ -23,7 +23,7 @@ from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_runtime.nats_server import free_port
 
-from tests.unit.gateway.model_objects import model_object
+from tests.unit.gateway.model_objects import model_object, pod_object
 from tests.unit.gateway.test_catalog_and_routing import catalog_with
 from tests.waiting import Pending, eventually
 
@@ -111,3 +111,82 @@ async def test_a_request_whose_client_hangs_up_while_waiting_stops_counting_at_o
             'kaiwo_gateway_requests_total{code="499",model="chat",namespace="team-a",'
             'route="completions"} 1.0'
         ) in samples
+
+
+@dataclass
+class SlowServer:
+    """A model server on loopback that takes ``answer_after`` seconds to answer, and notes
+    when it finds its own client (the gateway) gone before then: vLLM aborts a generation
+    so."""
+
+    answer_after: float
+    port: int = 0
+    received: float | None = None
+    client_left_after: float | None = None
+    answered: bool = False
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received = time.monotonic()
+        await request.read()
+        while time.monotonic() - self.received < self.answer_after:
+            await asyncio.sleep(0.05)
+            if request.transport is None or request.transport.is_closing():
+                self.client_left_after = time.monotonic() - self.received
+                return web.Response()
+        self.answered = True
+        return web.json_response({"choices": [{"text": "done"}]})
+
+
+@contextlib.asynccontextmanager
+async def slow_server(answer_after: float) -> AsyncIterator[SlowServer]:
+    server = SlowServer(answer_after)
+    app = web.Application()
+    app.router.add_post("/v1/{route:.*}", server.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    server.port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", server.port).start()
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_client_that_hangs_up_while_a_server_answers_frees_the_server_and_the_load() -> (
+    None
+):
+    async with slow_server(answer_after=10.0) as server:
+        catalog = catalog_with(
+            model_object("chat", uid="m-chat", replicas=1),
+            pod_object(
+                "p1", model="chat", model_uid="m-chat", ip="127.0.0.1", port=str(server.port)
+            ),
+        )
+        async with serving(catalog) as served, aiohttp.ClientSession() as session:
+            request = asyncio.create_task(
+                session.post(f"{served.url}/completions", json={"model": "chat", "prompt": "x"})
+            )
+            await eventually(lambda: server.received is not None, what="the server has the request")
+            assert [(r.active, r.waiting) for r in served.load()] == [(1, 0)]
+            request.cancel()  # the client gives up: its connection is closed
+            with contextlib.suppress(asyncio.CancelledError):
+                await request
+            hung_up = time.monotonic()
+
+            def gone() -> bool | Pending:
+                return True if served.load() == () else Pending(f"load {served.load()}")
+
+            await eventually(gone, what="the request no longer counts", within=15)
+            freed = time.monotonic() - hung_up
+            print(f"\nthe server was let go {freed:.2f} s after the client hung up")
+            samples = served.samples()
+
+    # Before: the server answered after its 10 s and the request counted as load until then.
+    assert freed < 5.0
+    assert server.client_left_after is not None
+    assert not server.answered
+    assert served.gateway.balancer.in_flight("m-chat") == {}
+    assert (
+        'kaiwo_gateway_requests_total{code="499",model="chat",namespace="team-a",'
+        'route="completions"} 1.0'
+    ) in samples

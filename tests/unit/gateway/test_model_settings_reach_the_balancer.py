@@ -13,12 +13,13 @@ from kaiwo_gateway.domain.balancing import Balancer, Choice
 from kaiwo_gateway.domain.catalog import PrefixHashSettings
 from kaiwo_gateway.domain.routing import Route
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
+from kaiwo_gateway.http_api import Gateway, ProxySettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_runtime.nats_server import free_port
 
 from tests.unit.gateway.model_objects import model_object, pod_object
 from tests.unit.gateway.test_catalog_and_routing import catalog_with
-from tests.unit.gateway.test_client_gone import serving
+from tests.unit.gateway.test_client_gone import NoTokens, serving
 
 PREFIX_HASH = {"meanLoadFactor": 150, "replication": 7, "prefixCharLength": 12}
 
@@ -156,3 +157,47 @@ async def test_a_request_is_balanced_on_as_many_characters_as_its_model_says() -
         await upstream_runner.cleanup()
 
     assert [asked["prefix"] for asked in balancer.asked] == ["summa"]
+
+
+def test_a_model_no_longer_served_loses_its_endpoints_series() -> None:
+    # Kubernetes deletes a Model's Pods after the Model: the count must not stay at the
+    # Model's last one (it stayed at 1 for good, for a Model that no longer exists).
+    catalog = catalog_with(
+        model_object("chat", uid="m-chat"),
+        pod_object("p1", model="chat", model_uid="m-chat"),
+        model_object("other", uid="m-other"),
+    )
+    metrics = GatewayMetrics()
+    gateway = Gateway(
+        catalog=catalog,
+        balancer=Balancer(),
+        metrics=metrics,
+        settings=ProxySettings(),
+        access=NoTokens(),
+    )
+
+    def endpoints() -> list[str]:
+        return [
+            line
+            for line in metrics.registry.exposition().decode().splitlines()
+            if line.startswith("kaiwo_gateway_endpoints{")
+        ]
+
+    gateway.catalog_changed()
+    assert endpoints() == [
+        'kaiwo_gateway_endpoints{model="chat",namespace="team-a"} 1.0',
+        'kaiwo_gateway_endpoints{model="other",namespace="team-a"} 0.0',
+    ]
+
+    catalog.apply(
+        kind="Model", event="DELETED", obj=model_object("chat", uid="m-chat", version="5")
+    )
+    gateway.catalog_changed()
+    catalog.apply(
+        kind="Pod",
+        event="DELETED",
+        obj=pod_object("p1", model="chat", model_uid="m-chat", version="6"),
+    )
+    gateway.catalog_changed()
+
+    assert endpoints() == ['kaiwo_gateway_endpoints{model="other",namespace="team-a"} 0.0']

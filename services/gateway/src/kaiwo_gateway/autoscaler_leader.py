@@ -23,6 +23,10 @@ A decision is published once per Model generation, from and to: the leader decid
 every tick until the Model's new replicas come back through the observations, and the same
 decision need not travel twice. Its event id is derived from the same values, so a new
 leader's first copy of a decision already published is dropped by JetStream as a duplicate.
+One decided for longer than :data:`RETELL_HELD_BACK_SECONDS` (a scale up the cluster's
+ceiling holds back, which the planner does not carry out) is published again then, under a
+new id (decision 0238): the planner forgets a decision an hour older than the newest of any
+Model, and would then say the ceiling no longer limits the Model.
 The planner carries the decision out (decision 0027); the autoscaler writes nothing to the
 API server.
 """
@@ -33,7 +37,7 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 import structlog
@@ -57,7 +61,7 @@ from kaiwo_gateway.domain.autoscaler import (
     scale_from_zero,
     states_after_publishing,
 )
-from kaiwo_gateway.domain.autoscaling import ScalingState
+from kaiwo_gateway.domain.autoscaling import RETELL_HELD_BACK_SECONDS, ScalingState
 from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.domain.load import MODEL_API_VERSION
 from kaiwo_gateway.load_reports import Publisher
@@ -140,8 +144,10 @@ class Autoscaler:
         self._metrics = metrics
         self._reports: dict[str, LoadReport] = {}
         self._states: dict[str, ScalingState] = {}
-        self._published: set[tuple[str, int, int, int]] = set()
+        self._published: dict[tuple[str, int, int, int], datetime] = {}
+        """Each decision published, and when (last)."""
         self._waiting = asyncio.Event()
+        self._gauged: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ every replica
 
@@ -193,6 +199,7 @@ class Autoscaler:
                 await first_of(stop, self._waiting, seconds=max(due - loop.time(), 0.0))
         finally:
             self._metrics.autoscaler_leading.set(0)
+            self._record_gauges({})  # the next leader's are the ones that count
 
     async def restore(self) -> None:
         """The windows the bucket holds (a damaged entry starts empty, and says so)."""
@@ -270,7 +277,11 @@ class Autoscaler:
             # for more than maxReplicas, decision 0172) is decided once per change by the
             # saved state, and may recur at one generation: never deduplicated.
             restated = decision.from_replicas == decision.replicas
-            if not restated and decision.key in self._published:
+            published_at = self._published.get(decision.key)
+            retold = published_at is not None and self._clock() - published_at >= timedelta(
+                seconds=RETELL_HELD_BACK_SECONDS
+            )
+            if not restated and published_at is not None and not retold:
                 continue
             event = decision_event(decision, window_seconds=self._settings.window_seconds)
             model = decision.model
@@ -287,7 +298,7 @@ class Autoscaler:
                     str(generation),
                     str(before),
                     str(after),
-                    *((self._clock().isoformat(),) if restated else ()),
+                    *((self._clock().isoformat(),) if restated or retold else ()),
                 ),
             )
             try:
@@ -298,7 +309,7 @@ class Autoscaler:
                 log.warning("scale decision not published", uid=uid, error=str(error))
                 failed.append(decision)
                 continue
-            self._published.add(decision.key)
+            self._published[decision.key] = self._clock()
             direction = "up" if after > before else "down" if after < before else "same"
             self._metrics.autoscaler_decisions.labels(
                 namespace=model.namespace,
@@ -320,7 +331,9 @@ class Autoscaler:
     def _forget_superseded(self) -> None:
         """Forget decisions of Model generations that are gone (the set stays small)."""
         current = {(m.uid, m.generation) for m in self._catalog.models()}
-        self._published = {key for key in self._published if (key[0], key[1]) in current}
+        self._published = {
+            key: at for key, at in self._published.items() if (key[0], key[1]) in current
+        }
 
     async def _save(self, states: Mapping[str, ScalingState]) -> None:
         for uid, state in states.items():
@@ -331,6 +344,10 @@ class Autoscaler:
         self._states = dict(states)
 
     def _record_gauges(self, states: Mapping[str, ScalingState]) -> None:
+        """The last sample and the average of each autoscaled Model; a Model no longer
+        autoscaled (deleted, or its autoscaling disabled) loses its series rather than keep
+        its last values."""
+        gauged: set[tuple[str, str]] = set()
         for model in self._catalog.models():
             state = states.get(model.uid)
             if state is None or not state.samples:
@@ -338,3 +355,8 @@ class Autoscaler:
             labels = {"namespace": model.namespace, "model": model.name}
             self._metrics.autoscaler_active_requests.labels(**labels).set(state.samples[-1])
             self._metrics.autoscaler_average.labels(**labels).set(state.average)
+            gauged.add((model.namespace, model.name))
+        for namespace, name in self._gauged - gauged:
+            self._metrics.autoscaler_active_requests.remove(namespace, name)
+            self._metrics.autoscaler_average.remove(namespace, name)
+        self._gauged = gauged

@@ -24,11 +24,14 @@ When a connection to an endpoint fails before a byte was sent (refused, or not a
 within ``connect_timeout_seconds``), the request goes to another endpoint (up to ``attempts``
 in all); any later failure is the client's to see. Without a ready endpoint the request waits
 up to ``endpoint_wait_seconds`` for one, then gets a 503; one whose client hangs up meanwhile
-stops waiting (and counting) within half a second. A request is counted per Model while it
-is routed and answered (:class:`RequestCounts`, what the load reports say); the first one to
-wait for an endpoint of a Model makes the replica report at once, so a Model at zero replicas
-is scaled up without waiting for the next report (scale from zero). A Model at zero replicas
-with ``autoscalingDisabled`` is never scaled by a request: 503 at once, saying so.
+stops waiting (and counting) within half a second. So does one whose client hangs up while a
+model server answers it: its connection to the server is closed, as upstream's reverse proxy
+cancels it, and the server stops generating for nobody (decision 0238). A request is counted
+per Model while it is routed and answered (:class:`RequestCounts`, what the load reports
+say); the first one to wait for an endpoint of a Model makes the replica report at once, so a
+Model at zero replicas is scaled up without waiting for the next report (scale from zero). A
+Model at zero replicas with ``autoscalingDisabled`` is never scaled by a request: 503 at
+once, saying so.
 
 Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 """
@@ -36,11 +39,12 @@ Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 import structlog
@@ -65,7 +69,12 @@ from kaiwo_gateway.domain.routing import (
     find_route,
 )
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
-from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
+from kaiwo_gateway.endpoint_wait import (
+    CLIENT_CHECK_SECONDS,
+    ClientGoneError,
+    EndpointWaiter,
+    LoadTracking,
+)
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.openai_errors import (
     OpenAIError,
@@ -102,6 +111,7 @@ PROXY_HEADER = ("X-Proxy", "lingo")
 LABEL_SELECTOR_HEADER = "X-Label-Selector"
 DEFAULT_FEATURE = "TextGeneration"
 AnonymousAccess = Literal["off", "loopback"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,16 +166,24 @@ class Gateway:
             catalog=catalog, balancer=balancer, metrics=metrics, load=self.load
         )
         self._session: aiohttp.ClientSession | None = None
+        self._counted_endpoints: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
     def catalog_changed(self) -> None:
-        """Wake every request waiting for an endpoint (the catalog has news)."""
+        """Wake every request waiting for an endpoint (the catalog has news), and count each
+        served Model's endpoints; a Model no longer served (deleted, its spec invalid) loses
+        its series rather than keep its last count (its Pods go after it)."""
         self.waiter.wake()
+        counted: set[tuple[str, str]] = set()
         for model in self.catalog.models():
             self.metrics.endpoints.labels(namespace=model.namespace, model=model.name).set(
                 len(self.catalog.endpoints(model))
             )
+            counted.add((model.namespace, model.name))
+        for namespace, name in self._counted_endpoints - counted:
+            self.metrics.endpoints.remove(namespace, name)
+        self._counted_endpoints = counted
 
     def application(self) -> web.Application:
         bodies = self.policy.bodies
@@ -365,9 +383,15 @@ class Gateway:
             choice = await self._endpoint(request, parsed, exclude=tried)
             endpoint = choice.endpoint
             try:
-                upstream = await self._session.post(
-                    f"http://{endpoint.address}{path}", data=parsed.body, headers=headers
+                upstream = await _while_connected(
+                    request,
+                    self._session.post(
+                        f"http://{endpoint.address}{path}", data=parsed.body, headers=headers
+                    ),
                 )
+            except ClientGoneError:
+                self.balancer.release(group=model.uid, endpoint=endpoint.key)
+                raise
             except NOT_CONNECTED as error:
                 # Refused, or not accepted within the connect timeout: nothing was sent.
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
@@ -392,8 +416,13 @@ class Gateway:
                 )
                 raise OpenAIError(502, model_server_failed(error), kind="server_error") from error
             try:
-                return await relay(request, upstream)
+                return await _while_connected(request, relay(request, upstream))
+            except Exception:
+                if _client_gone(request):  # a write to the closed connection failed first
+                    raise _client_gone_error() from None
+                raise
             finally:
+                # Closes the connection to the server unless its answer was read to the end.
                 upstream.release()
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
         raise OpenAIError(
@@ -419,6 +448,32 @@ def _client_gone(request: web.Request) -> bool:
     """The client's connection is closed (aiohttp drops the transport when it is lost)."""
     transport = request.transport
     return transport is None or transport.is_closing()
+
+
+def _client_gone_error() -> ClientGoneError:
+    return ClientGoneError(499, "the client closed the connection", kind="client_gone")
+
+
+async def _while_connected(request: web.Request, work: Awaitable[T]) -> T:
+    """``work`` (a request to a model server, or the relay of its answer), cancelled once the
+    client of ``request`` has hung up, looked at every :data:`CLIENT_CHECK_SECONDS`:
+    :class:`ClientGoneError` then. aiohttp does not cancel the handler of a lost connection
+    (decision 0174), and a cancelled request to a server closes its connection, which is how
+    a model server learns to stop generating (upstream's reverse proxy cancels it so)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait((task,), timeout=CLIENT_CHECK_SECONDS)
+            if done:
+                return task.result()
+            if _client_gone(request):
+                raise _client_gone_error()
+    finally:
+        if not task.done():
+            task.cancel()
+            # Abandoned: whatever it ends with (cancelled, or a failure on its way) is nobody's.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:

@@ -23,7 +23,9 @@ with its saved average, as upstream does after a restart.
 The load held back by ``maxReplicas`` is restated (decision 0172) when it crosses the cap,
 and again while it stays above when it rises above the demand last told or falls to half of
 it or below (decision 0175): the Model's condition follows the load without a write for every
-small move.
+small move. While it stays above, it is also told again every
+:data:`RETELL_HELD_BACK_SECONDS` (decision 0238): the planner forgets a decision an hour
+older than the newest of any Model, and would then say the load is within the cap.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ LONGEST_SCALE_DOWN_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
 """A century: ``scaleDownDelaySeconds`` has no maximum in the CRD, and a value past what a
 ``timedelta`` holds (about 8.6e13 s) raised at every tick that did not scale up, stopping
 the autoscaler and with it the gateway of every Model. Any longer delay means "never"."""
+
+
+RETELL_HELD_BACK_SECONDS: Final = 30 * 60
+"""How often a load held back by ``maxReplicas`` is told again while nothing else is told:
+half the planner's retention of a decision (``SCALE_REQUEST_RETENTION``, an hour after the
+newest decision of any Model), so the decision it tells from is never forgotten while the
+load holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,9 @@ class ScalingState:
     told_demand: int | None = None
     """The demand the last restatement while held back told (decision 0175); None when not
     held back, or when the state was saved before this was kept (the demand told unknown)."""
+    told_at: datetime | None = None
+    """When that restatement was made (decision 0238); None when not held back, or when the
+    state was saved before this was kept (then it is told again at the next held tick)."""
 
     @classmethod
     def starting(cls, *, size: int, average: float = 0.0) -> ScalingState:
@@ -84,6 +96,7 @@ class ScalingState:
             fewer_wanted_since=self.fewer_wanted_since,
             held_back=self.held_back,
             told_demand=self.told_demand,
+            told_at=self.told_at,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -94,6 +107,7 @@ class ScalingState:
             ),
             **({"heldBack": True} if self.held_back else {}),
             **({"toldDemand": self.told_demand} if self.told_demand is not None else {}),
+            **({"toldAt": self.told_at.isoformat()} if self.told_at is not None else {}),
         }
 
     @classmethod
@@ -110,11 +124,15 @@ class ScalingState:
         told = document.get("toldDemand")
         if told is not None and (not isinstance(told, int) or isinstance(told, bool)):
             raise ValueError("toldDemand must be a whole number or absent")
+        told_at = document.get("toldAt")
+        if told_at is not None and not isinstance(told_at, str):
+            raise ValueError("toldAt must be a time or absent")
         return cls(
             samples=tuple(float(v) for v in samples),
             fewer_wanted_since=None if since is None else datetime.fromisoformat(since),
             held_back=document.get("heldBack") is True,
             told_demand=told,
+            told_at=None if told_at is None else datetime.fromisoformat(told_at),
         )
 
 
@@ -146,7 +164,7 @@ def decide_scale(
     current replicas restated (``replicas`` equal to them) so the planner can tell the
     Model (decision 0172): once per change, not every tick. While it stays above, the
     demand is restated when it rises above the one told or falls to half of it or below
-    (decision 0175)."""
+    (decision 0175), and every :data:`RETELL_HELD_BACK_SECONDS` (decision 0238)."""
     if spec.autoscaling_disabled:
         return ScalingDecision(replicas=None, state=state, reason="autoscaling is disabled")
     samples = (*state.samples[1:], active_requests) if state.samples else (active_requests,)
@@ -164,7 +182,10 @@ def decide_scale(
     # changes the replicas may be one already published (the Model's new replicas not yet
     # observed) and then tells nothing.
     remembered = ScalingState(
-        samples=samples, held_back=state.held_back, told_demand=state.told_demand
+        samples=samples,
+        held_back=state.held_back,
+        told_demand=state.told_demand,
+        told_at=state.told_at,
     )
     if wanted > current:
         return ScalingDecision(
@@ -180,12 +201,13 @@ def decide_scale(
             state=remembered,
             reason=f"scale down from {current} to {wanted}: {summary}",
         )
-    if _to_restate(state, held=held, asked=asked):
+    if _to_restate(state, held=held, asked=asked, now=now):
         restated = ScalingState(
             samples=samples,
             fewer_wanted_since=since,
             held_back=held,
             told_demand=asked if held else None,
+            told_at=now if held else None,
         )
         return ScalingDecision(
             replicas=current, state=restated, reason=_restated(spec, state, asked, held, summary)
@@ -203,17 +225,20 @@ def decide_scale(
     )
 
 
-def _to_restate(state: ScalingState, *, held: bool, asked: int) -> bool:
+def _to_restate(state: ScalingState, *, held: bool, asked: int, now: datetime) -> bool:
     """Whether the load held back by ``maxReplicas`` is to be told (again): it crossed the
     cap either way (0172), or, still above it, the demand ``asked`` rose above the one told
     or fell to half of it or below (0175; a smaller fall is not told, so a load wavering
-    around one number writes nothing). A demand told before it was kept is told again."""
+    around one number writes nothing), or it was told :data:`RETELL_HELD_BACK_SECONDS` ago
+    (0238). A demand, or its time, told before it was kept is told again."""
     if held != state.held_back:
         return True
     if not held:
         return False
-    told = state.told_demand
-    return told is None or asked > told or 2 * asked <= told
+    told, told_at = state.told_demand, state.told_at
+    if told is None or told_at is None or asked > told or 2 * asked <= told:
+        return True
+    return now - told_at >= timedelta(seconds=RETELL_HELD_BACK_SECONDS)
 
 
 def _restated(spec: ScalingSpec, state: ScalingState, asked: int, held: bool, summary: str) -> str:

@@ -2,7 +2,9 @@
 
 **LeastLoad**: the endpoint with the fewest requests in flight; ties go to the one that has
 been given the fewest requests so far (upstream leaves ties to map order), so sequential
-requests that finish at once still take turns.
+requests that finish at once still take turns. An endpoint that joins (a scale up) counts as
+given as many as the fewest of those already there: it takes its turn, not every turn until
+it has served as many requests as they have since the gateway started.
 
 **PrefixHash**: consistent hashing with bounded loads. Each endpoint is placed on a ring
 ``replication`` times (the hash of ``<key><i>``); a request's key is its adapter name plus the
@@ -117,6 +119,18 @@ class _Group:
     ring_of: tuple[tuple[str, ...], int] | None = None
 
 
+def _given_after_change(
+    given: Mapping[str, int], *, before: Collection[str], now: Collection[str]
+) -> dict[str, int]:
+    """How often each of the endpoints ``now`` counts as chosen: those that went are
+    forgotten; those that stayed keep their count; one that joins starts at the fewest count
+    among those that stayed (0 when none did), so LeastLoad's ties take it in turn with them.
+    Started at 0 it would win every tie until it had caught up with them."""
+    stayed = [key for key in now if key in before]
+    start = min((given.get(key, 0) for key in stayed), default=0)
+    return {key: given.get(key, 0) if key in before else start for key in now}
+
+
 @dataclass
 class Balancer:
     """In-flight counts per Model and endpoint, and each Model's ring (rebuilt when its
@@ -138,9 +152,9 @@ class Balancer:
     ) -> Choice | None:
         state = self._groups.setdefault(group, _Group())
         keys = tuple(sorted(e.key for e in endpoints))
-        if keys != state.keys:  # forget how often endpoints that went were chosen
+        if keys != state.keys:
+            state.given = _given_after_change(state.given, before=state.keys, now=keys)
             state.keys = keys
-            state.given = {k: v for k, v in state.given.items() if k in keys}
         candidates = [
             e
             for e in endpoints
