@@ -44,7 +44,7 @@ fmt: install ## Format and autofix
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
 
-typecheck: install ## mypy (strict for the libraries and the planner)
+typecheck: install ## mypy (strict but for the Kubernetes fake, the watcher, the executor and the CLI)
 	$(RUN) mypy $(addprefix -p ,$(PACKAGES))
 
 layers: install ## import-linter: the layering contracts in .importlinter
