@@ -13,10 +13,13 @@ from kaiwo_envtest import AssetsNotFoundError, StackNotBuiltError, built_stack, 
 from kaiwo_envtest.stack import (
     MANIFESTS,
     PROGRAMS,
+    StackBuildError,
     build_stack,
     built_before,
     default_cache_root,
+    go_too_old,
     module_keys,
+    required_go,
     stack_key,
     tools_directory,
     version_flags,
@@ -59,6 +62,40 @@ def test_the_key_follows_every_pin_and_the_go_version(tmp_path: Path) -> None:
     go_sum = tools / "kueue" / "go.sum"
     go_sum.write_text(go_sum.read_text() + "example.com/x v1.0.0 h1:abc=\n")
     assert stack_key(tools, GO) != key
+
+
+def test_the_go_needed_is_the_newest_directive_of_the_modules(tmp_path: Path) -> None:
+    for module, directive in (("a", "go 1.26.0"), ("b", "go 1.26.10"), ("c", "go 1.26.9")):
+        (tmp_path / module).mkdir()
+        (tmp_path / module / "go.mod").write_text(f"module example.com/{module}\n\n{directive}\n")
+    assert required_go(tmp_path) == "1.26.10"  # by number, not by text
+
+
+def test_a_go_older_than_the_modules_need_is_told() -> None:
+    assert go_too_old("go1.26.6 linux amd64", "1.26.7")
+    assert go_too_old("go1.25.9 linux amd64", "1.26.0")
+    assert not go_too_old("go1.26.7 linux amd64", "1.26.7")
+    assert not go_too_old("go1.27 linux amd64", "1.26.7")
+    assert not go_too_old("devel go1.27-abcdef linux amd64", "1.26.7")
+
+
+def test_a_build_with_too_old_a_go_stops_before_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GOTOOLCHAIN=local refuses only the module that asks for more, many minutes into a build.
+    tools = tmp_path / "tools"
+    for module, directive in (("kubernetes", "go 1.26.0"), ("prometheus", "go 1.26.7")):
+        (tools / module).mkdir(parents=True)
+        (tools / module / "go.mod").write_text(f"module example.com/{module}\n\n{directive}\n")
+    monkeypatch.setattr("kaiwo_envtest.stack.go_version", lambda: "go1.26.6 linux amd64")
+    cache = tmp_path / "cache"
+
+    with pytest.raises(
+        StackBuildError,
+        match=r"^go1\.26\.6 is older than the stack's modules need: install Go 1\.26\.7 or newer",
+    ):
+        build_stack(tools=tools, cache_root=cache)
+    assert not cache.exists()
 
 
 def test_a_stack_not_built_names_the_command_that_builds_it(tmp_path: Path) -> None:

@@ -214,11 +214,38 @@ def go_version() -> str:
     """``go env GOVERSION GOOS GOARCH`` on one line; a missing Go is said plainly."""
     go = shutil.which("go")
     if go is None:
-        raise StackBuildError("go is not on PATH: the stack is built with Go 1.26 or newer")
+        raise StackBuildError(
+            f"go is not on PATH: the stack is built with Go {required_go(tools_directory())} "
+            "or newer"
+        )
     answer = subprocess.run(  # noqa: S603 - the machine's go, fixed arguments
         [go, "env", "GOVERSION", "GOOS", "GOARCH"], capture_output=True, text=True, check=True
     )
     return " ".join(answer.stdout.split())
+
+
+_GO_DIRECTIVE: Final = re.compile(r"^go (\d+(?:\.\d+)*)\s*$", re.MULTILINE)
+_GO_RELEASE: Final = re.compile(r"^go(\d+(?:\.\d+)*)")
+
+
+def required_go(tools: Path) -> str:
+    """The newest ``go`` directive of the modules under ``tools``: the oldest Go that builds
+    every one of them (the stack builds with ``GOTOOLCHAIN=local``, so no newer toolchain is
+    fetched for a module that asks for one)."""
+    found = (_GO_DIRECTIVE.search(module.read_text()) for module in sorted(tools.glob("*/go.mod")))
+    versions = [match.group(1) for match in found if match is not None]
+    return max(versions, key=_release, default="1.26")
+
+
+def go_too_old(go: str, required: str) -> bool:
+    """Whether the Go of ``go`` (:func:`go_version`'s line) is older than ``required``; a
+    version that names no release (a development build) is let through."""
+    release = _GO_RELEASE.match(go)
+    return release is not None and _release(release.group(1)) < _release(required)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def stack_key(tools: Path, go: str) -> str:
@@ -294,6 +321,14 @@ def build_stack(
     if (directory / COMPLETE).is_file():
         progress(f"the stack is built: {directory}")
         return stack
+    required = required_go(tools)
+    if go_too_old(go, required):
+        # Said before the build: GOTOOLCHAIN=local would refuse the module asking for it
+        # only when its turn comes, many minutes in.
+        raise StackBuildError(
+            f"{go.split()[0]} is older than the stack's modules need: install Go {required} "
+            "or newer and run `make stack` again"
+        )
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root / f"{directory.name}.lock"):
         if (directory / COMPLETE).is_file():
