@@ -74,6 +74,23 @@ def test_older_versions_and_late_events_after_a_deletion_change_nothing() -> Non
     assert llama.features == ("TextGeneration",)
 
 
+def test_pods_that_come_and_go_leave_the_last_deletions_remembered_and_no_more() -> None:
+    catalog = Catalog(tombstones_kept=2)
+    catalog.apply(kind="Model", event="ADDED", obj=model_object("llama", uid="m1"))
+    pods = [pod_object(f"p{i}", model="llama", model_uid="m1", version="7") for i in range(3)]
+    for pod in pods:
+        catalog.apply(kind="Pod", event="ADDED", obj=pod)
+        gone = pod_object(pod["metadata"]["name"], model="llama", model_uid="m1", version="8")
+        catalog.apply(kind="Pod", event="DELETED", obj=gone)
+
+    # Memory follows what is live: the Model, and the two deletions kept (decision 0246).
+    assert sorted(catalog._versions) == ["m1", "pod-uid-p1", "pod-uid-p2"]
+    assert catalog._endpoints == {}
+    # A late event of a deletion remembered changes nothing; the oldest is forgotten.
+    assert not catalog.apply(kind="Pod", event="MODIFIED", obj=pods[2])
+    assert catalog.apply(kind="Pod", event="MODIFIED", obj=pods[0])
+
+
 def test_a_pod_that_stops_being_ready_leaves_and_an_invalid_model_is_not_served() -> None:
     catalog = catalog_with(
         model_object("llama", uid="m1"),

@@ -4,6 +4,8 @@ The watcher publishes every Model and every Pod the operator made for one (label
 ``app.kubernetes.io/managed-by=kaiwo`` and ``kaiwo.silogen.ai/owner-uid``); the gateway
 keeps the latest version of each, by uid, dropping anything older than what it holds (by
 ``resourceVersion``; a deletion leaves a tombstone so a late, older event cannot revive it).
+The tombstones of the last :data:`TOMBSTONES_KEPT` deletions are kept, no more: the catalog's
+memory follows what is live, not every Pod that ever came and went.
 
 An endpoint is a Pod of the Model (same namespace, ``owner-uid`` = the Model's uid,
 ``model=<name>``) that is Ready, not being deleted and has an IP; its port is the
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_contracts.crds.kubeai_v1.model import ModelSpec
 from pydantic import ValidationError
@@ -38,6 +40,11 @@ MODEL_KIND = "Model"
 POD_KIND = "Pod"
 
 ANY_NAMESPACE: tuple[str, ...] = ()
+
+TOMBSTONES_KEPT: Final = 10_000
+"""Deleted objects whose last version is remembered. A late event comes from a redelivery or
+a relist seconds behind, not ten thousand deletions behind (Pods of Models that scale up and
+down every few minutes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,9 @@ class Catalog:
     """Model uid -> Pod uid -> endpoint (ready Pods only)."""
     _pod_owner: dict[str, str] = field(default_factory=dict)
     _versions: dict[str, _Version] = field(default_factory=dict)
+    _tombstones: dict[str, None] = field(default_factory=dict)
+    """The uids of ``_versions`` that are deletions, oldest first."""
+    tombstones_kept: int = TOMBSTONES_KEPT
     generation: int = 0
     """Grows with every change to the Models or endpoints (waiters compare it)."""
 
@@ -109,7 +119,7 @@ class Catalog:
         if not uid or not self._is_newer(uid, version):
             return False
         deleted = event == "DELETED"
-        self._versions[uid] = _Version(resource_version=version, deleted=deleted)
+        self._remember(uid, _Version(resource_version=version, deleted=deleted))
         if kind == MODEL_KIND:
             changed = self._apply_model(uid, None if deleted else self._served(obj))
         elif kind == POD_KIND:
@@ -125,6 +135,17 @@ class Catalog:
         if model is None or (self.namespaces and model.namespace not in self.namespaces):
             return None
         return model
+
+    def _remember(self, uid: str, version: _Version) -> None:
+        self._versions[uid] = version
+        self._tombstones.pop(uid, None)
+        if not version.deleted:
+            return
+        self._tombstones[uid] = None
+        if len(self._tombstones) > self.tombstones_kept:
+            oldest = next(iter(self._tombstones))
+            del self._tombstones[oldest]
+            del self._versions[oldest]
 
     def _is_newer(self, uid: str, version: str) -> bool:
         known = self._versions.get(uid)
@@ -147,7 +168,10 @@ class Catalog:
         previous_owner = self._pod_owner.pop(uid, None)
         before = None
         if previous_owner is not None:
-            before = self._endpoints.get(previous_owner, {}).pop(uid, None)
+            held = self._endpoints.get(previous_owner, {})
+            before = held.pop(uid, None)
+            if not held:
+                self._endpoints.pop(previous_owner, None)
         endpoint = None if deleted or owner is None else pod_endpoint(obj)
         if owner is not None and endpoint is not None:
             self._pod_owner[uid] = owner
