@@ -113,6 +113,38 @@ async def test_a_request_whose_client_hangs_up_while_waiting_stops_counting_at_o
         ) in samples
 
 
+async def test_a_request_waiting_for_a_model_deleted_meanwhile_is_told_at_once() -> None:
+    async with serving() as served, aiohttp.ClientSession() as session:
+        request = asyncio.create_task(
+            session.post(f"{served.url}/completions", json={"model": "chat"})
+        )
+
+        def waiting() -> bool | Pending:
+            load = served.load()
+            return True if [r.waiting for r in load] == [1] else Pending(f"load {load}")
+
+        await eventually(waiting, what="the request waits for an endpoint", within=10)
+        [chat] = served.gateway.catalog.models()
+        deleted = model_object("chat", minReplicas=0, replicas=0, version="99")
+        assert served.gateway.catalog.apply(kind="Model", event="DELETED", obj=deleted)
+        told = time.monotonic()
+        served.gateway.catalog_changed()
+
+        async with await request as answer:
+            body = await answer.json()
+        # At once, not after the whole wait (30 s here) with a 503 "no ready endpoint".
+        assert time.monotonic() - told < WAIT_SECONDS / 2
+        assert answer.status == 404
+        assert body["error"]["code"] == "model_not_found"
+        assert "'chat' is no longer served in namespace 'team-a'" in body["error"]["message"]
+        assert served.load() == ()
+        assert (
+            'kaiwo_gateway_endpoint_waits_total{from_zero="true",model="chat",'
+            'namespace="team-a",outcome="model_gone"} 1.0'
+        ) in served.samples()
+        assert chat.uid == deleted["metadata"]["uid"]
+
+
 @dataclass
 class SlowServer:
     """A model server on loopback that takes ``answer_after`` seconds to answer, and notes

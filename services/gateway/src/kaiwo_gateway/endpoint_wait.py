@@ -106,11 +106,7 @@ class EndpointWaiter:
                         f"connection ({len(exclude)} tried)",
                         kind="server_error",
                     )
-                current = self.catalog.model(route.model.uid) or route.model
-                if current.not_configured is not None:
-                    if wait is not None:  # counted when it stops waiting
-                        wait.outcome = "not_configured"
-                    raise self._not_configured(current, counted=wait is not None)
+                current = self._still_servable(route.model, wait)
                 if wait is None:
                     wait = self._start_waiting(current, at=loop.time())
                 remaining = deadline - loop.time()
@@ -123,6 +119,20 @@ class EndpointWaiter:
         finally:
             if wait is not None:
                 self._stop_waiting(wait, at=loop.time())
+
+    def _still_servable(self, model: ServedModel, wait: Wait | None) -> ServedModel:
+        """The Model as the catalog holds it now; an error when no server of it will come:
+        it is gone (deleted, or its spec no longer validates), or the operator makes none."""
+        current = self.catalog.model(model.uid)
+        if current is None:
+            if wait is not None:  # counted when it stops waiting
+                wait.outcome = "model_gone"
+            raise _model_gone(model)
+        if current.not_configured is not None:
+            if wait is not None:
+                wait.outcome = "not_configured"
+            raise self._not_configured(current, counted=wait is not None)
+        return current
 
     def _start_waiting(self, model: ServedModel, *, at: float) -> Wait:
         """Count the request as waiting (the first one reports at once); a Model at zero
@@ -221,4 +231,18 @@ def _no_endpoint(route: Route, model: ServedModel, waited: float, wait: Wait) ->
         f"no ready endpoint of model {model.name!r}{adapter} within {waited:g}s{why}",
         kind="server_error",
         code="no_ready_endpoint",
+    )
+
+
+def _model_gone(model: ServedModel) -> OpenAIError:
+    """The Model was deleted (or its spec stopped validating) while a request waited for one
+    of its servers: none will come, so the request is answered at once as for a Model that
+    does not exist, not after the whole wait with a 503."""
+    return OpenAIError(
+        404,
+        f"model {model.name!r} is no longer served in namespace {model.namespace!r}: it was "
+        "deleted, or its spec no longer validates, while the request waited for a server",
+        kind="invalid_request_error",
+        code="model_not_found",
+        param="model",
     )

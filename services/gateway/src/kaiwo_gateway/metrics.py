@@ -86,7 +86,8 @@ class GatewayMetrics:
             "gateway_endpoint_waits",
             "Requests that waited for a ready endpoint, by outcome (ready, timeout, "
             "not_scalable: autoscaling disabled at zero replicas, not_configured: the "
-            "operator makes no server of the spec, client_gone: the HTTP client hung up) "
+            "operator makes no server of the spec, client_gone: the HTTP client hung up, "
+            "model_gone: the Model was deleted or stopped validating meanwhile) "
             "and whether the Model was at zero replicas (scale from zero)",
             ("namespace", "model", "outcome", "from_zero"),
         )
