@@ -58,7 +58,9 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
     assert topology.consumer("planner-mon").stream == "KAIWO_MON"
     assert topology.consumer("planner-scale").filter_subjects == ("kaiwo.gateway.scale.>",)
     assert topology.consumer("planner-scale").stream == "KAIWO_GATEWAY"
-    assert topology.consumer("executor-plan").max_ack_pending == 16
+    assert topology.consumer("executor-plan").handled_at_once == 16
+    # Room for the plans of 1024 failing owners waiting for their retry (decision 0234).
+    assert topology.consumer("executor-plan").max_ack_pending == 16 + 1024
     assert topology.consumer("executor-plan").ordered_by_uid is True
     assert (
         topology.consumer("executor-plan").dead_letter_subject

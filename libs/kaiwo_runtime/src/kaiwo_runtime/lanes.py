@@ -47,15 +47,17 @@ class Lanes:
             self._raise_error()
         return self._limit - len(self._running)
 
-    def start(self, key: str, work: Work) -> None:
-        """Start ``work`` after the work started before under ``key``. Take a slot first with
-        :meth:`free_slots`: more than ``limit`` at once is refused."""
+    def start(self, key: str, work: Work) -> asyncio.Task[None]:
+        """Start ``work`` after the work started before under ``key``; the task that waits
+        for its turn and runs it. Take a slot first with :meth:`free_slots`: more than
+        ``limit`` at once is refused."""
         if len(self._running) >= self._limit:
             raise RuntimeError("no free lane slot: wait for free_slots() first")
         before = self._tails.get(key)
         task = asyncio.create_task(self._run(key, before, work))
         self._tails[key] = task
         self._running.add(task)
+        return task
 
     async def drain(self) -> None:
         """Wait for all the work started; then raise the first error it raised, if any."""

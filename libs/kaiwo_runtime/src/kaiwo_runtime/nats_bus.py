@@ -9,8 +9,10 @@ transforms for partitions (docs/decisions/0005).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import nats
@@ -45,6 +47,7 @@ from kaiwo_runtime.settlement import (
     Terminate,
     fetch_size,
     handle_batch,
+    ordering_key,
     settle,
 )
 
@@ -268,13 +271,34 @@ class NatsBus:
         inbox = await self._inbox(consumer)
         batch = await fetch_size(consumer, max_messages, lanes)
         messages = await inbox.pull(batch=batch, wait_seconds=wait_seconds)
-        await handle_batch(
-            messages,
-            consumer,
-            lambda message: self._handle(message, consumer, handler),
-            lanes=lanes,
-        )
+        # From now until each is settled, its wait for its turn included (decision 0234).
+        kept = {id(message): KeptInProgress(message, consumer) for message in messages}
+        handle_one = partial(self._handle_kept, kept=kept, consumer=consumer, handler=handler)
+        if lanes is not None:
+            for message in messages:
+                started = lanes.start(ordering_key(message.subject), partial(handle_one, message))
+                # Also when the lane is cancelled before the message's turn came.
+                started.add_done_callback(kept[id(message)].release)
+            return len(messages)
+        try:
+            await handle_batch(messages, consumer, handle_one)
+        finally:
+            for progress in kept.values():
+                progress.release()
         return len(messages)
+
+    async def _handle_kept(
+        self,
+        message: Msg,
+        *,
+        kept: Mapping[int, KeptInProgress],
+        consumer: ConsumerSpec,
+        handler: Handler,
+    ) -> None:
+        try:
+            await self._handle(message, consumer, handler)
+        finally:
+            kept[id(message)].release()
 
     async def _inbox(self, consumer: ConsumerSpec) -> PullInbox:
         found = self._inboxes.get(consumer.durable_name)
@@ -324,6 +348,51 @@ class NatsBus:
                 await message.term()
             case Terminate():
                 await message.term()
+
+
+class KeptInProgress:
+    """Tells the server that a fetched message is still being worked on (``+WPI``), every
+    third of its consumer's shortest ack wait, until :meth:`release`.
+
+    The server redelivers a message unacknowledged after its ack wait (``backoff[0]``, 5 s),
+    even to the consumer that still handles it. A plan whose API calls were being retried, or
+    that waited in its owner's lane behind one, came back while in hand, queued behind
+    itself, and was carried out again at once: its backoff skipped, its deliveries used up,
+    and the overloaded API server asked twice. A handler that dies still lets it come back:
+    the progress is told by the process that holds the message.
+    """
+
+    __slots__ = ("_every", "_loop", "_message", "_telling", "_timer")
+
+    def __init__(self, message: Msg, consumer: ConsumerSpec) -> None:
+        ack_waits = consumer.backoff_seconds or (consumer.ack_wait_seconds,)
+        self._every = min(ack_waits) / 3
+        self._message = message
+        self._loop = asyncio.get_running_loop()
+        self._telling: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(self._every, self._tell)
+
+    def release(self, _: object = None) -> None:
+        """Stop telling (the message is settled, or given up unsettled); idempotent. A
+        progress not yet sent is not sent: after a ``nak`` it would restart the ack wait,
+        and the retry would come after that instead of the ``nak``'s delay."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._telling is not None:
+            self._telling.cancel()
+
+    def _tell(self) -> None:
+        if self._timer is None:
+            return
+        self._timer = self._loop.call_later(self._every, self._tell)
+        if self._telling is None or self._telling.done():
+            self._telling = self._loop.create_task(self._progress())
+
+    async def _progress(self) -> None:
+        # Settled meanwhile, or disconnected: nothing to keep (the server redelivers).
+        with contextlib.suppress(nats.errors.Error):
+            await self._message.in_progress()
 
 
 def nak_delay(consumer: ConsumerSpec, *, attempt: int, wanted: float) -> float:

@@ -101,8 +101,9 @@ def _delivery_log(delivery: Delivery) -> Any:
 
 async def fetch_size(consumer: ConsumerSpec, max_messages: int, lanes: Lanes | None) -> int:
     """How many messages to fetch: at most ``max_messages`` and the consumer's
-    ``max_ack_pending``, and, with ``lanes``, at most their free slots (waiting for one)."""
-    size = max(1, min(max_messages, consumer.max_ack_pending))
+    :attr:`~kaiwo_contracts.events.streams.ConsumerSpec.handled_at_once`, and, with
+    ``lanes``, at most their free slots (waiting for one)."""
+    size = max(1, min(max_messages, consumer.handled_at_once))
     return size if lanes is None else min(size, await lanes.free_slots())
 
 
@@ -164,10 +165,10 @@ async def run_consumer(
 
     A consumer ``ordered_by_uid`` is read through :class:`~kaiwo_runtime.lanes.Lanes`: each
     message starts as soon as it is fetched, in the lane of its uid, up to its
-    ``max_ack_pending`` at once. On ``stop`` the messages in hand are finished; on
+    ``handled_at_once`` at once. On ``stop`` the messages in hand are finished; on
     cancellation they are cancelled (and redelivered, unacknowledged)."""
     stop = stop or asyncio.Event()
-    lanes = Lanes(consumer.max_ack_pending) if consumer.ordered_by_uid else None
+    lanes = Lanes(consumer.handled_at_once) if consumer.ordered_by_uid else None
     try:
         await _consume(bus, consumer, handler, stop=stop, poll_timeout=poll_timeout, lanes=lanes)
         if lanes is not None:

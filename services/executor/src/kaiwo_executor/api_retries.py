@@ -14,9 +14,11 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kaiwo_kube import AlreadyExists, Conflict, KubeError, Retryable
+from kaiwo_kube.port import ObjectGetter
+from kaiwo_kube.resources import ResourceType
 
 T = TypeVar("T")
 
@@ -103,3 +105,37 @@ async def call_with_retries(
                 on_retry(error.code)
             retry_after = error.retry_after if isinstance(error, Retryable) else None
             await sleep(policy.delay(failures, jitter=jitter(), retry_after=retry_after))
+
+
+class RetriedReads:
+    """An object reader whose reads are retried as the executor's writes are: a plan's
+    admission reads its owner before anything is written, and one 429 there sent the plan
+    back to JetStream for 5 s, then 15, 60, 180 s (decision 0234). NotFound is an answer,
+    raised at once; :class:`RetriesExhausted` when the attempts run out."""
+
+    def __init__(
+        self,
+        reader: ObjectGetter,
+        *,
+        policy: RetryPolicy,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Jitter = random.random,
+        on_retry: RetryObserver | None = None,
+    ) -> None:
+        self._reader = reader
+        self._policy = policy
+        self._sleep = sleep
+        self._jitter = jitter
+        self._on_retry = on_retry
+
+    async def get(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        attempted = await call_with_retries(
+            lambda: self._reader.get(resource, name, namespace=namespace),
+            policy=self._policy,
+            sleep=self._sleep,
+            jitter=self._jitter,
+            on_retry=self._on_retry,
+        )
+        return attempted.value

@@ -5,6 +5,8 @@ For each ``PlanDecidedV1`` delivery:
 * an envelope or payload that cannot be read (the one decoder,
   :meth:`~kaiwo_runtime.bus.Delivery.envelope`, says so) is dead-lettered at once, never
   retried;
+* admission's reads are retried as API calls are (below); when they run out of retries the
+  plan is delivered again after the consumer's backoff, and dead-lettered on the last;
 * a plan that admission refuses (:mod:`~kaiwo_executor.plan_admission`: its owner does not
   exist with its uid, a source it was made from is not what the API server holds, or it
   writes or prunes outside its owner's confinement) is dead-lettered with the reasons,
@@ -61,7 +63,13 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
 from kaiwo_runtime.settlement import run_consumer
 
-from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
+from kaiwo_executor.api_retries import (
+    Jitter,
+    RetriedReads,
+    RetriesExhausted,
+    RetryPolicy,
+    Sleep,
+)
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.cluster_port import ExecutorCluster
 from kaiwo_executor.execution_memo import ExecutionMemo
@@ -133,7 +141,15 @@ class ExecutorService:
             raise ValueError("the bus topology has no executor-plan consumer")
         self._max_deliver = {spec.durable_name: spec.max_deliver for spec in self.consumers}
         self._kube = kube
-        self.admission = PlanAdmission(kube)
+        self.admission = PlanAdmission(
+            RetriedReads(
+                kube,
+                policy=retry or RetryPolicy(),
+                sleep=sleep,
+                jitter=jitter,
+                on_retry=self._count_read_retry,
+            )
+        )
         self._poll_timeout = poll_timeout
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -174,8 +190,19 @@ class ExecutorService:
         with bind_event(envelope), bound_context(context):
             await self._carry_out(envelope, delivery)
 
+    def _count_read_retry(self, code: int) -> None:
+        self.metrics.api_retries.labels(code=str(code)).inc()
+
     async def _carry_out(self, envelope: Envelope[PlanDecidedV1], delivery: Delivery) -> None:
-        admission = await self.admission.check(envelope.data.plan)
+        try:
+            admission = await self.admission.check(envelope.data.plan)
+        except RetriesExhausted as exhausted:
+            # Nothing was written: JetStream delivers the plan again after its backoff, and
+            # the last delivery dead-letters it with this reason.
+            self.metrics.plan_handled("retry")
+            raise RetryLater(
+                f"the API server kept failing the plan's admission reads: {exhausted}"
+            ) from exhausted
         for check in admission.mismatched:
             verdict = "refused" if check.verdict == "differs" else "stale"
             self.metrics.source_mismatches.labels(

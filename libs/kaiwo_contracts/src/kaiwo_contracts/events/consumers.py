@@ -33,6 +33,11 @@ DEFAULT_MAX_DELIVER = 5
 so an always-failing message blocks its consumer for ``sum(backoff)`` = 260 s."""
 EXECUTOR_PLANS_IN_FLIGHT = 16
 """Plans of different owners the executor carries out at once (API calls overlap)."""
+RETRIES_AWAITED = 1024
+"""Messages of a consumer ``ordered_by_uid`` that may wait for a retry (nak'ed, still
+unacknowledged through their backoff) besides those it handles: one per owner whose API calls
+keep failing, so that many failing owners do not hold up the plans of the others
+(decision 0234)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,11 @@ class ConsumerSpec:
     """Handle the messages of different uids (the subject's uid token) of one fetched batch
     concurrently, each uid's in stream order. A message nak'ed for a retry is redelivered
     after later messages of its uid, so the handler must recognise a superseded one."""
+    at_once: int = 0
+    """Messages handled, or waiting in their uid's lane, at once (0: ``max_ack_pending``).
+    Fewer than ``max_ack_pending`` leaves the server room for messages nak'ed for a retry:
+    they stay unacknowledged through their backoff, and would otherwise take every slot
+    while their API calls keep failing, so no other message would be delivered."""
 
     def __post_init__(self) -> None:
         if self.max_deliver < 1:
@@ -61,6 +71,13 @@ class ConsumerSpec:
             raise ValueError(f"{self.durable_name}: max_deliver must exceed len(backoff)")
         if any(ch in self.durable_name for ch in ".*>/\\ \t"):
             raise ValueError(f"{self.durable_name!r} is not a valid consumer name")
+        if not 0 <= self.at_once <= self.max_ack_pending:
+            raise ValueError(f"{self.durable_name}: at_once must be within max_ack_pending")
+
+    @property
+    def handled_at_once(self) -> int:
+        """How many messages a consumer loop takes on at once (see :attr:`at_once`)."""
+        return self.at_once or self.max_ack_pending
 
     @property
     def dead_letter_subject(self) -> str:
@@ -90,7 +107,11 @@ def partitioned(
     description: str,
     in_flight: int = 1,
 ) -> tuple[ConsumerSpec, ...]:
-    """One consumer, or one per partition; ``in_flight`` > 1 orders by uid (see above)."""
+    """One consumer, or one per partition; ``in_flight`` > 1 orders by uid, with room for
+    :data:`RETRIES_AWAITED` more unacknowledged (see above). ``in_flight`` 1 keeps one
+    message unacknowledged: a message waiting for its retry holds up the next, in order."""
+    ordered = in_flight > 1
+    unacknowledged = in_flight + RETRIES_AWAITED if ordered else in_flight
     if partitions <= 1:
         return (
             ConsumerSpec(
@@ -98,8 +119,9 @@ def partitioned(
                 stream=stream,
                 filter_subjects=(family_filter(family),),
                 description=description,
-                max_ack_pending=in_flight,
-                ordered_by_uid=in_flight > 1,
+                max_ack_pending=unacknowledged,
+                ordered_by_uid=ordered,
+                at_once=in_flight,
             ),
         )
     return tuple(
@@ -108,8 +130,9 @@ def partitioned(
             stream=stream,
             filter_subjects=(subscription_filter(family, partition=partition),),
             description=f"{description} (partition {partition})",
-            max_ack_pending=in_flight,
-            ordered_by_uid=in_flight > 1,
+            max_ack_pending=unacknowledged,
+            ordered_by_uid=ordered,
+            at_once=in_flight,
         )
         for partition in range(partitions)
     )

@@ -8,7 +8,8 @@ moved on to a new resourceVersion while its status is still not the planned one 
 executor writes a status only onto the owner version it was planned from).
 
 A published plan names as ``absent`` and ``drifted`` only what became so since the owner
-was last planned; a periodic resync (``reapply_gaps``) names every gap again.
+was last planned; a periodic resync (``reapply_gaps``) names every gap again, and publishes
+again a status the owner does not show.
 
 Pure: :func:`publication` takes what was published last (:class:`Published`) and the new
 plan with its gaps, and returns what to publish and what to remember.
@@ -102,6 +103,7 @@ def publication(
             reapply_gaps=reapply_gaps,
         )
         and not status_left_behind(plan, owner, last)
+        and not (reapply_gaps and status_unwritten(plan, owner))
     ):
         # Nothing new to apply; remember what is missing so a later change shows up.
         kept = replace(last, absent=absent, drifted=drifted)
@@ -198,6 +200,15 @@ def is_news(
     if reapply_gaps and (absent or drifted):
         return True
     return not set(absent) <= set(record.absent) or not set(drifted) <= set(record.drifted)
+
+
+def status_unwritten(plan: Plan, owner: Mapping[str, Any]) -> bool:
+    """The owner does not show the planned status, at any version: asked at a resync. The
+    executor gives up on a plan whose writes kept failing through all its deliveries (the
+    API server away longer than the retries); nothing else about the owner may ever change
+    again (a finished job), and the planner plans from the status it published, so without
+    this a status lost so would never be written (decision 0234)."""
+    return plan.status is not None and owner.get("status") != plan.status
 
 
 def status_left_behind(plan: Plan, owner: Mapping[str, Any], record: Published) -> bool:
