@@ -81,3 +81,49 @@ def check_output(output: str | None, *, allowed: tuple[str, ...] = OUTPUT_FORMAT
         raise click.BadParameter(
             f"{output!r} is not one of {', '.join(allowed)}", param_hint="'--output' / '-o'"
         )
+
+
+LISTED_KINDS: Final = {
+    "kaiwojob": "KaiwoJob",
+    "job": "KaiwoJob",
+    "kaiwoservice": "KaiwoService",
+    "service": "KaiwoService",
+}
+"""``list --kind``, in any case: the kinds, and upstream's ``job`` and ``service`` as a workload
+reference takes them (``job/NS/NAME``)."""
+WORKLOAD_PHASES: Final = (
+    "NEW",
+    "DOWNLOADING",
+    "PENDING",
+    "STARTING",
+    "READY",
+    "RUNNING",
+    "COMPLETE",
+    "ERROR",
+    "FAILED",
+    "TERMINATING",
+    "TERMINATED",
+)
+"""``list --status``: the phases of ``status.status`` (``WorkloadStatus``; NEW before any is
+written), spelt out here so that the command's help imports no contracts; a test holds them
+equal."""
+
+
+def listed_kind(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--kind`` as the kind it names; any other word is refused rather than matching no
+    workload, which ``list`` would show as "No workloads found" (decision 0240)."""
+    if value is None:
+        return None
+    kind = LISTED_KINDS.get(value.lower())
+    if kind is None:
+        raise click.BadParameter(f"{value!r} is not KaiwoJob or KaiwoService (or job, service)")
+    return kind
+
+
+def listed_phase(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--status`` in upper case; a word that is no phase is refused, as ``--kind`` is."""
+    if value is None:
+        return None
+    if value.upper() not in WORKLOAD_PHASES:
+        raise click.BadParameter(f"{value!r} is not a phase ({', '.join(WORKLOAD_PHASES)})")
+    return value.upper()

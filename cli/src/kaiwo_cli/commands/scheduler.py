@@ -11,6 +11,10 @@ The name is written by server-side apply of that one field without force: a name
 manager set stays, and the command says so (exit 1). A KaiwoConfig created by ``install`` or
 ``name`` names the installation's ``DEFAULT_CLUSTER_QUEUE_NAME`` when it is set, as the
 operator's own would. Exit 2 when the cluster cannot be used.
+
+The cluster is found as every cluster command finds it (docs/cli.md): ``--kubeconfig``, else
+the one the stack of ``kaiwo up`` operates (``--state``, ``$KAIWO_STATE``, ``.kaiwo``), else
+``$KUBECONFIG`` / ``~/.kube/config`` (decision 0240).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import typer
 import yaml
 from kaiwo_kube import KubeError
 
-from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, connect
+from kaiwo_cli.cluster_access import ClusterError, cluster_target, connect
 from kaiwo_cli.commands.options import HELP
 from kaiwo_cli.stack.scheduler import (
     KAIWO_SCHEDULER,
@@ -37,6 +41,7 @@ from kaiwo_cli.stack.scheduler import (
     name_scheduler,
     scheduler_manifests,
 )
+from kaiwo_cli.stack.state import state_dir_here
 
 FIELD_MANAGER: Final = "kaiwo-installer"
 """The CLI's field manager for what it installs (the CRDs of ``kaiwo up --install-crds`` too)."""
@@ -49,20 +54,20 @@ app = typer.Typer(
 )
 
 Context = Annotated[str | None, typer.Option("--context", help=HELP["context"])]
-Kubeconfig = Annotated[
+Kubeconfig = Annotated[Path | None, typer.Option("--kubeconfig", help=HELP["kubeconfig"])]
+State = Annotated[
     Path | None,
-    typer.Option("--kubeconfig", help="Cluster to change; default $KUBECONFIG, ~/.kube/config."),
+    typer.Option("--state", "--state-dir", envvar="KAIWO_STATE", help=HELP["state"]),
 ]
 
 
 @app.command("install")
-def install(kubeconfig: Kubeconfig = None, context: Context = None) -> None:
+def install(kubeconfig: Kubeconfig = None, context: Context = None, state: State = None) -> None:
     """Deploy the kaiwo-scheduler into kaiwo-system and name it in the KaiwoConfig."""
+    target = cluster_target(kubeconfig=kubeconfig, context=context, state_dir=state_dir_here(state))
 
     async def run() -> SchedulerNaming:
-        async with await connect(
-            ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
-        ) as kube:
+        async with await connect(target, user_agent="kaiwo-scheduler") as kube:
             await install_scheduler(kube, field_manager=FIELD_MANAGER)
             return await name_scheduler(
                 kube,
@@ -81,13 +86,13 @@ def name(
     ],
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    state: State = None,
 ) -> None:
     """Make the KaiwoConfig name SCHEDULER for the pods the operator makes."""
+    target = cluster_target(kubeconfig=kubeconfig, context=context, state_dir=state_dir_here(state))
 
     async def run() -> SchedulerNaming:
-        async with await connect(
-            ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
-        ) as kube:
+        async with await connect(target, user_agent="kaiwo-scheduler") as kube:
             return await name_scheduler(
                 kube,
                 scheduler,

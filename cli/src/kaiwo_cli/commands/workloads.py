@@ -28,6 +28,8 @@ from kaiwo_cli.commands.options import (
     all_namespaces_option,
     check_output,
     cluster_options,
+    listed_kind,
+    listed_phase,
     namespace_option,
     output_option,
     output_option_saying,
@@ -58,8 +60,16 @@ if TYPE_CHECKING:
     "--user", "-u", default=None, help="Whose workloads (default: you, from the CLI config)."
 )
 @click.option("--all-users", is_flag=True, default=False, help="Everyone's workloads.")
-@click.option("--kind", default=None, help="KaiwoJob or KaiwoService.")
-@click.option("--status", "phase", default=None, help="Only this phase (PENDING, RUNNING, ...).")
+@click.option(
+    "--kind", default=None, callback=listed_kind, help="KaiwoJob or KaiwoService (job, service)."
+)
+@click.option(
+    "--status",
+    "phase",
+    default=None,
+    callback=listed_phase,
+    help="Only this phase (PENDING, RUNNING, ...).",
+)
 @namespace_option
 @all_namespaces_option
 @output_option

@@ -1,17 +1,21 @@
 """Waiting for a started service: its ``/readyz`` on its health port, polled until it answers.
 
 The four services that carry the operator must become ready (:func:`wait_until_ready`, else
-:class:`StackError`); an optional one is given the same time and then reported in one line,
-whichever way it settled (:func:`settle`).
+:class:`StackError`, which says why: the checks ``/readyz`` last failed, else the last complaint
+the service logged, decision 0240); an optional one is given the same time and then reported
+in one line, whichever way it settled (:func:`settle`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
 import aiohttp
 import structlog
+from kaiwo_runtime.redaction import redact_secrets
 
 from kaiwo_cli.stack.options import StackError
 from kaiwo_cli.stack.processes import ServiceProcess
@@ -73,12 +77,72 @@ async def wait_until_ready(
     for one of the services inside ``kaiwo_cli.stack.together``'s process."""
     deadline = asyncio.get_running_loop().time() + within
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-        while not (service.running and await _ready(http, port or service.health_port)):
+        while True:
+            # The latest answer only: a service that answered once and then ended says no more.
+            answer = (
+                await _readiness(http, port or service.health_port) if service.running else None
+            )
+            if answer is not None and answer[0]:
+                return
             if asyncio.get_running_loop().time() > deadline:
+                why = (
+                    f"not ready: {answer[1]}"
+                    if answer is not None
+                    else last_complaint(_log_tail(service.log_path), _service_of(name))
+                )
                 raise StackError(
-                    f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
+                    f"{name} did not become ready in {within:.0f} s"
+                    + (f": {why}" if why else "")
+                    + f" (log: {service.log_path})"
                 )
             await asyncio.sleep(POLL_SECONDS)
+
+
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of a service's log is searched for its last complaint: the end of a log that may
+be long (the one-process operator's holds four services)."""
+COMPLAINING_LEVELS = frozenset({"warning", "error", "critical"})
+
+
+def last_complaint(log_text: str, service: str) -> str | None:
+    """The last thing ``service`` complained of in ``log_text``, in one line: a warning or
+    error it logged (its ``why`` or ``error`` when it gave one; the supervisor of the
+    one-process operator logs a member that ended so), or a line it printed to stderr
+    (``kaiwo-<service>: ...``, what a service prints when it cannot start). None when none.
+    Secrets are masked again, for a line that did not come through the logging set-up."""
+    prefix = f"kaiwo-{service}: "
+    for line in reversed(log_text.splitlines()):
+        if line.startswith(prefix):
+            return redact_secrets(" ".join(line[len(prefix) :].split()))
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("service") != service:
+            continue
+        if entry.get("level") not in COMPLAINING_LEVELS:
+            continue
+        detail = entry.get("why") or entry.get("error")
+        said = f"{entry.get('event')}: {detail}" if detail else str(entry.get("event"))
+        return redact_secrets(" ".join(said.split()))
+    return None
+
+
+def _service_of(process_name: str) -> str:
+    """The service a process runs: ``planner`` of ``planner-1`` (what it logs as itself)."""
+    base, _, replica = process_name.rpartition("-")
+    return base if base and replica.isdigit() else process_name
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        with path.open("rb") as log_file:
+            log_file.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return log_file.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 async def _readiness(http: aiohttp.ClientSession, port: int) -> tuple[bool, str] | None:
@@ -92,11 +156,3 @@ async def _readiness(http: aiohttp.ClientSession, port: int) -> tuple[bool, str]
     checks = body.get("checks", {}) if isinstance(body, dict) else {}
     failing = "; ".join(f"{name}: {result}" for name, result in checks.items() if result != "ok")
     return ready, failing or "not ready"
-
-
-async def _ready(http: aiohttp.ClientSession, port: int) -> bool:
-    try:
-        async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-            return response.status == 200
-    except (aiohttp.ClientError, TimeoutError):
-        return False

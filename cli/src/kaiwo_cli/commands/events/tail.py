@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import re
 import signal
 from collections.abc import Callable
@@ -142,13 +141,22 @@ async def _tail(
     queue: asyncio.Queue[Any] = asyncio.Queue()
     connection = connection_of()
     refusals = Refusals()
+    lost = asyncio.Event()
+
+    async def closed() -> None:
+        lost.set()
+
     try:
         client = await connect_client(
-            connection, connect_timeout=5, max_reconnect_attempts=3, error_cb=refusals.note
+            connection,
+            connect_timeout=5,
+            max_reconnect_attempts=3,
+            error_cb=refusals.note,
+            closed_cb=closed,
         )
     except CONNECT_ERRORS as error:
         raise CommandError(
-            f"NATS at {connection.redacted_url} is unreachable: {redact_secrets(str(error))}"
+            f"NATS at {connection.redacted_url} is unreachable: {refusals.last_error_or(error)}"
         ) from error
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -180,13 +188,20 @@ async def _tail(
             getter = asyncio.ensure_future(queue.get())
             stopper = asyncio.ensure_future(stop.wait())
             refused = asyncio.ensure_future(refusals.any.wait())
+            gone = asyncio.ensure_future(lost.wait())
             done, _ = await asyncio.wait(
-                {getter, stopper, refused}, return_when=asyncio.FIRST_COMPLETED
+                {getter, stopper, refused, gone}, return_when=asyncio.FIRST_COMPLETED
             )
-            for pending in (getter, stopper, refused):
+            for pending in (getter, stopper, refused, gone):
                 if pending not in done:
                     pending.cancel()
             refusals.check(connection, subjects)
+            if gone in done and getter not in done:
+                # nats-py gave up reconnecting and closed the client: nothing more comes.
+                raise CommandError(
+                    f"NATS at {connection.redacted_url} was lost and did not come back: "
+                    f"{refusals.last_error_or(None)}"
+                )
             if getter not in done:
                 break
             message = getter.result()
@@ -200,19 +215,31 @@ _REFUSED_SUBSCRIPTION: Final = re.compile(r'permissions violation for subscripti
 
 class Refusals:
     """The subjects the server refused this key (nats-py hands them to its error callback;
-    the default callback only logged them)."""
+    the default callback only logged them), and the last other error it handed over."""
 
     def __init__(self) -> None:
         self.subjects: list[str] = []
         self.any = asyncio.Event()
+        self.last_error: Exception | None = None
 
     async def note(self, error: Exception) -> None:
         found = _REFUSED_SUBSCRIPTION.search(str(error).lower())
-        if found is None:  # anything else is logged, as nats-py's own callback does
-            logging.getLogger("nats.aio.client").error("nats: encountered error", exc_info=error)
+        if found is None:
+            # Kept for the one line tail ends with, should the connection not come back:
+            # nats-py's own callback printed a traceback at every attempt (decision 0240).
+            self.last_error = error
             return
         self.subjects.append(found.group(1))
         self.any.set()
+
+    def last_error_or(self, error: Exception | None) -> str:
+        """The last error nats-py told of, else ``error``, in one line, secrets masked: the
+        connection's own (``Connect call failed``) says more than nats-py's summary
+        (``no servers available for connection``)."""
+        told = self.last_error or error
+        if told is None:
+            return "no reason given"
+        return redact_secrets(" ".join(str(told).split()) or type(told).__name__)
 
     def check(self, connection: NatsConnection, subjects: tuple[str, ...]) -> None:
         """One line naming the key, what it may not read and which key would (exit 2)."""
