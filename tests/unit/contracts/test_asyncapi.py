@@ -156,3 +156,19 @@ def test_the_queued_transition_with_its_estimate_is_v2_on_the_same_channel() -> 
     v1 = payload_validator(document, "WorkloadEventV1")
     assert not v1.is_valid(event)
     assert not v1.is_valid({key: v for key, v in event.items() if key != "estimate"})
+
+
+def test_check_without_a_file_to_compare_is_refused(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from kaiwo_cli.main import app
+
+    refused = CliRunner().invoke(app, ["asyncapi", "--check"])
+    assert refused.exit_code == 2
+    assert "Invalid value for --check: name the file to compare with --out" in refused.output
+    assert "asyncapi: 3.0.0" not in refused.output  # not printed as if checked
+
+    stale = tmp_path / "asyncapi.yaml"
+    stale.write_text("old\n")
+    assert CliRunner().invoke(app, ["asyncapi", "--check", "--out", str(stale)]).exit_code == 1
+    stale.write_text(asyncapi_yaml())
+    assert CliRunner().invoke(app, ["asyncapi", "--check", "--out", str(stale)]).exit_code == 0

@@ -32,6 +32,9 @@ def asyncapi(
     ] = False,
 ) -> None:
     """Print, write or check the AsyncAPI 3.0 document of the public workload events."""
+    if check and out is None:
+        # Printing the document instead would pass a CI gate that checks nothing.
+        raise typer.BadParameter("name the file to compare with --out", param_hint="--check")
     text = asyncapi_yaml()
     if out is None:
         typer.echo(text, nl=False)
