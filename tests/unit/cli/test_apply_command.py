@@ -104,6 +104,16 @@ def test_an_unreachable_cluster_is_one_line_and_exit_status_2(tmp_path: Path) ->
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_kubeconfig_file_that_does_not_exist_is_said_so(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "kubeconfig"
+
+    result = CliRunner().invoke(app, ["list", "--kubeconfig", str(missing)])
+
+    assert result.exit_code == 2
+    # Not the client library's "Expected key current-context in kube-config".
+    assert f"({missing}: no kubeconfig file at {missing})" in result.output
+
+
 def test_apply_validates_first_and_applies_nothing_when_a_document_is_invalid(
     tmp_path: Path,
 ) -> None:

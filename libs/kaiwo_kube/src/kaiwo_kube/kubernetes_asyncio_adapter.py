@@ -197,8 +197,12 @@ class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
         makes (the adapter sends raw paths either way)."""
         listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
         where = Path(path) if path is not None else Path(listed) if listed else None
-        where = where or Path.home() / ".kube" / "config"
-        credentials = read_plain_credentials(where.expanduser(), context=context)
+        where = (where or Path.home() / ".kube" / "config").expanduser()
+        if path is not None and not where.is_file():
+            # The client library would say "Expected key current-context in kube-config".
+            # (A missing file listed in $KUBECONFIG is skipped, as kubectl skips it.)
+            raise FileNotFoundError(f"no kubeconfig file at {where}")
+        credentials = read_plain_credentials(where, context=context)
         if credentials is None:
             return await cls.from_kubeconfig(path, context=context, user_agent=user_agent)
         return cls(PlainApiClient(credentials), user_agent=user_agent)
