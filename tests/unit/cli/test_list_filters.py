@@ -60,7 +60,8 @@ async def test_kind_service_lists_no_job(tmp_path: Path, kubeconfig: Path) -> No
     result = await kaiwo_list(tmp_path, kubeconfig, "--kind", "service")
 
     assert result.exit_code == 0, result.output
-    assert "train" not in result.stdout
+    assert result.stdout == ""  # no names, no line (kubectl get -o name likewise)
+    assert result.stderr == "No workloads found.\n"
 
 
 async def test_a_kind_that_is_none_is_refused_naming_the_flag(

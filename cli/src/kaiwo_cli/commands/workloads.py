@@ -122,7 +122,8 @@ def list_workloads(
             "list", target, scope, read_scope, every_asked=all_namespaces
         )
         workloads = selected(found)
-        if output in ("yaml", "json", "name"):
+        if output in ("yaml", "json") or (output == "name" and workloads):
+            # An empty List for yaml/json, as kubectl; no names is no line (below).
             click.echo(dump_objects(workloads, output, single=False))
         elif workloads:
             click.echo(list_table(workloads, now=utc_now(), wide=output == "wide"))
