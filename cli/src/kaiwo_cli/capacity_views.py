@@ -304,11 +304,9 @@ def node_table(
     requested = gpus_requested_by_node(pods)
     rows = []
     for node in sorted(
-        (NodeInfo.from_wire(n) for n in nodes),
+        gpu_nodes(nodes, vendor=vendor),
         key=lambda n: (n.gpu_vendor or "~", n.labels.get(NODEPOOL_LABEL, ""), n.name),
     ):
-        if node.gpu_vendor is None or (vendor is not None and node.gpu_vendor != vendor):
-            continue
         allocatable = node.allocatable_gpus(node.gpu_vendor)
         rows.append(
             [
@@ -333,14 +331,27 @@ def _product(node: NodeInfo) -> str:
     )
 
 
-def pool_summary(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str:
+def gpu_nodes(nodes: Sequence[Mapping[str, Any]], *, vendor: str | None = None) -> list[NodeInfo]:
+    """The nodes with GPUs (of ``vendor``, when given)."""
+    found = (NodeInfo.from_wire(n) for n in nodes)
+    return [
+        node
+        for node in found
+        if node.gpu_vendor is not None and (vendor is None or node.gpu_vendor == vendor)
+    ]
+
+
+def pool_summary(
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    *,
+    vendor: str | None = None,
+) -> str:
     """Per vendor and pool: nodes, and GPUs used of allocatable."""
     requested = gpus_requested_by_node(pods)
     totals: dict[tuple[str, str], list[int]] = {}
-    for node in (NodeInfo.from_wire(n) for n in nodes):
-        if node.gpu_vendor is None:
-            continue
-        key = (node.gpu_vendor, node.labels.get(NODEPOOL_LABEL, "-"))
+    for node in gpu_nodes(nodes, vendor=vendor):
+        key = (node.gpu_vendor or "", node.labels.get(NODEPOOL_LABEL, "-"))
         entry = totals.setdefault(key, [0, 0, 0])
         entry[0] += 1
         entry[1] += requested.get(node.name, 0)

@@ -7,6 +7,7 @@ from typing import Any
 
 from kaiwo_cli.capacity_views import (
     cluster_queue_table,
+    gpu_nodes,
     local_queue_status_table,
     local_queue_table,
     node_table,
@@ -262,3 +263,8 @@ def test_pools_sum_their_nodes() -> None:
         "amd      mi300x   2       6/16\n"
         "nvidia   h100     1       0/8"
     )
+    # `kaiwo nodes nvidia` summed the AMD pools too.
+    assert pool_summary(NODES, PODS, vendor="nvidia") == (
+        "VENDOR   POOL   NODES   GPUS USED\nnvidia   h100   1       0/8"
+    )
+    assert sorted(node.name for node in gpu_nodes(NODES, vendor="amd")) == ["mi300x-1", "mi300x-2"]

@@ -140,11 +140,15 @@ def nodes(
     async def work(kube: ClusterReader) -> str:
         from kaiwo_kube import resources
 
-        from kaiwo_cli.capacity_views import node_table, pool_summary
+        from kaiwo_cli.capacity_views import gpu_nodes, node_table, pool_summary
 
         found = await every_node(kube)
+        if not gpu_nodes(found, vendor=vendor):
+            # Two empty tables said nothing of why.
+            return f"No {vendor + ' ' if vendor else ''}GPU nodes among the {len(found)} nodes"
         pods = (await kube.list(resources.POD)).items
-        return f"{pool_summary(found, pods)}\n\n{node_table(found, pods, vendor=vendor)}"
+        summary = pool_summary(found, pods, vendor=vendor)
+        return f"{summary}\n\n{node_table(found, pods, vendor=vendor)}"
 
     click.echo(run_on_cluster("nodes", resolve_target(kubeconfig, context, state), work))
 
