@@ -303,14 +303,14 @@ def node_table(
     """GPU nodes by vendor, pool and name: model, GPUs used of allocatable, readiness."""
     requested = gpus_requested_by_node(pods)
     rows = []
-    for node in sorted(
+    for gpu_vendor, node in sorted(
         gpu_nodes(nodes, vendor=vendor),
-        key=lambda n: (n.gpu_vendor or "~", n.labels.get(NODEPOOL_LABEL, ""), n.name),
+        key=lambda found: (found[0], found[1].labels.get(NODEPOOL_LABEL, ""), found[1].name),
     ):
-        allocatable = node.allocatable_gpus(node.gpu_vendor)
+        allocatable = node.allocatable_gpus(gpu_vendor)
         rows.append(
             [
-                node.gpu_vendor,
+                gpu_vendor,
                 node.labels.get(NODEPOOL_LABEL, "-"),
                 node.name,
                 _product(node),
@@ -331,11 +331,13 @@ def _product(node: NodeInfo) -> str:
     )
 
 
-def gpu_nodes(nodes: Sequence[Mapping[str, Any]], *, vendor: str | None = None) -> list[NodeInfo]:
-    """The nodes with GPUs (of ``vendor``, when given)."""
+def gpu_nodes(
+    nodes: Sequence[Mapping[str, Any]], *, vendor: str | None = None
+) -> list[tuple[str, NodeInfo]]:
+    """The nodes with GPUs (of ``vendor``, when given), each with its GPUs' vendor."""
     found = (NodeInfo.from_wire(n) for n in nodes)
     return [
-        node
+        (node.gpu_vendor, node)
         for node in found
         if node.gpu_vendor is not None and (vendor is None or node.gpu_vendor == vendor)
     ]
@@ -350,12 +352,12 @@ def pool_summary(
     """Per vendor and pool: nodes, and GPUs used of allocatable."""
     requested = gpus_requested_by_node(pods)
     totals: dict[tuple[str, str], list[int]] = {}
-    for node in gpu_nodes(nodes, vendor=vendor):
-        key = (node.gpu_vendor or "", node.labels.get(NODEPOOL_LABEL, "-"))
+    for gpu_vendor, node in gpu_nodes(nodes, vendor=vendor):
+        key = (gpu_vendor, node.labels.get(NODEPOOL_LABEL, "-"))
         entry = totals.setdefault(key, [0, 0, 0])
         entry[0] += 1
         entry[1] += requested.get(node.name, 0)
-        entry[2] += node.allocatable_gpus(node.gpu_vendor)
+        entry[2] += node.allocatable_gpus(gpu_vendor)
     rows = [
         [vendor, pool, str(count), f"{used}/{allocatable}"]
         for (vendor, pool), (count, used, allocatable) in sorted(totals.items())

@@ -267,4 +267,7 @@ def test_pools_sum_their_nodes() -> None:
     assert pool_summary(NODES, PODS, vendor="nvidia") == (
         "VENDOR   POOL   NODES   GPUS USED\nnvidia   h100   1       0/8"
     )
-    assert sorted(node.name for node in gpu_nodes(NODES, vendor="amd")) == ["mi300x-1", "mi300x-2"]
+    assert sorted(node.name for _, node in gpu_nodes(NODES, vendor="amd")) == [
+        "mi300x-1",
+        "mi300x-2",
+    ]
