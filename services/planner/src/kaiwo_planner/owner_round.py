@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 import structlog
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.planning import PlanningResult
@@ -34,6 +34,7 @@ from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.status.public_events import PublicEvent
+from kaiwo_planner.domain.undone_effects import undone_effects
 from kaiwo_planner.inputs import resolve
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.owner_key import OwnerKey
@@ -192,6 +193,7 @@ class OwnerRounds:
             absent=absent,
             drifted=projection.drifted(plan.desired, ours_too=why.reapply_gaps),
             reapply_gaps=why.reapply_gaps,
+            undone=self._undone(plan, owner) if why.reapply_gaps else (),
         )
         if decided.publish:
             release = Release(
@@ -209,6 +211,22 @@ class OwnerRounds:
         records.put(key, decided.record)
         self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
         return also
+
+    def _undone(self, plan: Plan, owner: Mapping[str, Any]) -> tuple[str, ...]:
+        """The plan's effects the observed cluster does not show but its children and status
+        (decision 0250): looked for at a resync only, which is when a plan the executor gave
+        up on is published again."""
+        projection = self._state.projection
+        cluster = projection.cluster_state()
+        undone = undone_effects(
+            plan,
+            owner,
+            children=cluster.children_of(plan.owner.uid or "") if plan.owner.uid else (),
+            by_uid=projection.by_uid,
+        )
+        if undone:
+            log.info("plan published again for effects not shown", effects=list(undone))
+        return undone
 
     def _plan(
         self,

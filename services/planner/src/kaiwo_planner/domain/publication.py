@@ -9,7 +9,9 @@ executor writes a status only onto the owner version it was planned from).
 
 A published plan names as ``absent`` and ``drifted`` only what became so since the owner
 was last planned; a periodic resync (``reapply_gaps``) names every gap again, and publishes
-again a status the owner does not show.
+again a status the owner does not show (decision 0234) and a plan whose other effects the
+observed cluster does not show (``undone``: a child to prune still there, the owner's
+finalizers or labels not the plan's, a deletion not made; decision 0250).
 
 Pure: :func:`publication` takes what was published last (:class:`Published`) and the new
 plan with its gaps, and returns what to publish and what to remember.
@@ -88,9 +90,12 @@ def publication(
     absent: tuple[ObjectRef, ...],
     drifted: tuple[ObjectRef, ...],
     reapply_gaps: bool,
+    undone: tuple[str, ...] = (),
 ) -> Publication:
     """Whether ``plan`` of ``owner`` (as planned) is news against ``last`` (None: nothing
-    published yet), given the desired objects found ``absent`` and ``drifted`` now."""
+    published yet), given the desired objects found ``absent`` and ``drifted`` now, and the
+    plan's effects the observed cluster does not show (``undone``, looked for at a resync:
+    :func:`~kaiwo_planner.domain.undone_effects.undone_effects`)."""
     hashed = _decision(plan)
     fingerprint = hashed.decision
     if (
@@ -103,7 +108,7 @@ def publication(
             reapply_gaps=reapply_gaps,
         )
         and not status_left_behind(plan, owner, last)
-        and not (reapply_gaps and status_unwritten(plan, owner))
+        and not (reapply_gaps and (status_unwritten(plan, owner) or undone))
     ):
         # Nothing new to apply; remember what is missing so a later change shows up.
         kept = replace(last, absent=absent, drifted=drifted)
