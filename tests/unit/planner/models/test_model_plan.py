@@ -258,6 +258,14 @@ resourceProfiles:
             "cacheProfile to load them",
         ),
         (
+            # Its startup probe ran "ollama cp  llm" (no tag to copy): never Ready.
+            {"engine": "OLlama", "url": "pvc://weights/ollama", "features": ["TextGeneration"]},
+            (),
+            "UnsupportedURL",
+            "a pvc:// URL for the OLlama engine names the model stored in the claim: "
+            "pvc://<claim>[/<path>]?model=<tag>, not pvc://weights/ollama",
+        ),
+        (
             {"resourceProfile": "cpu:1"},
             (models_config("modelServers:\n  VLLM:\n    images: null\n"),),
             "MissingServerImage",
@@ -279,7 +287,16 @@ resourceProfiles:
             "YAML:",
         ),
     ],
-    ids=["profile", "cache-profile", "ollama-url", "s3-without-cache", "image", "invalid", "yaml"],
+    ids=[
+        "profile",
+        "cache-profile",
+        "ollama-url",
+        "s3-without-cache",
+        "ollama-claim-without-tag",
+        "image",
+        "invalid",
+        "yaml",
+    ],
 )
 def test_a_model_the_configuration_cannot_serve_changes_nothing_but_its_status(
     spec: dict[str, Any], objects: tuple[dict[str, Any], ...], reason: str, message: str
@@ -803,6 +820,28 @@ def test_a_failed_eviction_keeps_the_finalizer_and_says_how_to_let_go() -> None:
     assert "remove its finalizer kubeai.org/cache-eviction" in evicted["message"]
     assert plan.finalizers is None
     assert [e.reason for e in plan.events] == ["CacheEvictionFailed"]
+
+
+def test_the_evict_job_pulls_with_the_namespaces_secrets_as_the_load_job_does() -> None:
+    # Without them a loader image only the namespace's secret pulls left the evict Job's Pod
+    # waiting for its image, and the Model held by its finalizer, for good.
+    team_registry = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": "defaults", "namespace": "ai", "uid": "aim-1"},
+        "spec": {"images": {"imagePullSecrets": ["team-registry"]}},
+    }
+    with_registry = models_config(
+        "cacheProfiles:\n  fast:\n    sharedFilesystem: {storageClassName: nfs-rwx}\n"
+        "modelServerPods:\n  imagePullSecrets: [{name: platform-registry}]\n"
+    )
+    wanted = [{"name": "platform-registry"}, {"name": "team-registry"}]
+
+    loading = plan_for(model(CACHED), with_registry, team_registry)
+    evicting = plan_for(deleting(), with_registry, team_registry, CACHE_PVC)
+
+    for plan in (loading, evicting):
+        assert only(plan, "Job")["spec"]["template"]["spec"]["imagePullSecrets"] == wanted
 
 
 def test_a_model_without_cache_never_carries_the_finalizer() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kaiwo_contracts.plans import Plan
+from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_planner.domain.models.rollout import ObservedPod, decide_pods, deletion_order
 
 from tests.unit.planner.models.building import desired, model, observed_pod, plan_for
@@ -257,3 +257,50 @@ def test_the_same_plan_made_again_before_its_pods_are_observed_asks_for_the_same
     assert [d["metadata"]["name"] for d in desired(first, "Pod")] == [
         d["metadata"]["name"] for d in desired(again, "Pod")
     ]
+
+
+@pytest.mark.parametrize(
+    ("phase", "reason"),
+    [("Failed", "Evicted"), ("Failed", "Terminated"), ("Succeeded", "")],
+    ids=["evicted-by-its-kubelet", "stopped-by-a-node-shutdown", "succeeded"],
+)
+def test_a_finished_pod_is_deleted_and_replaced(phase: str, reason: str) -> None:
+    # A bare Pod whose phase is Failed or Succeeded never runs again and nothing else
+    # removes it; counted as live, it held the Model below its replicas for good.
+    cluster = Cluster()
+    cluster.settle(SPEC)
+    finished = sorted(cluster.pods)[0]
+    cluster.pods[finished]["status"] = {
+        "phase": phase,
+        "reason": reason,
+        "conditions": [{"type": "Ready", "status": "False"}],
+    }
+
+    plan = cluster.plan(SPEC)
+
+    assert plan.delete == (
+        ObjectRef(
+            api_version="v1", kind="Pod", name=finished, namespace="ai", uid=f"uid-{finished}"
+        ),
+    )
+    names = sorted(d["metadata"]["name"] for d in desired(plan, "Pod"))
+    assert len(names) == 3 and finished not in names
+    assert names[-1].endswith("-3")  # the next free slot: the finished Pod still holds its own
+    assert plan.status is not None and plan.status["replicas"] == {"all": 3, "ready": 2}
+
+    cluster.settle(SPEC)
+    assert len(cluster.pods) == 3 and finished not in cluster.pods
+
+
+def test_a_finished_pod_is_no_live_replica_in_the_pod_plan() -> None:
+    evicted = ObservedPod(
+        name="a",
+        uid="uid-a",
+        pod_hash=NEW,
+        ready=False,
+        scheduled=True,
+        created="2026-01-01T10:00:00Z",
+        terminating=False,
+        finished=True,
+    )
+    assert decide([evicted, pod("b"), pod("c")]) == (1, ["a"])

@@ -11,15 +11,18 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.models.cache import JobSettings, load_job_manifest
 from kaiwo_planner.domain.models.credentials import source_additions
 from kaiwo_planner.domain.models.setup import ModelSetup
+from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 
 
-def job_settings(config: ModelsConfig, setup: ModelSetup | None = None) -> JobSettings:
-    """The image, security contexts and pull secrets of the cache Jobs (the namespace's
-    pull secrets too, once a setup names them)."""
+def job_settings(config: ModelsConfig, namespace: NamespaceSettings) -> JobSettings:
+    """The image, security contexts and pull secrets of the cache Jobs: the configuration's
+    pull secrets, then the namespace's (AIMNamespaceConfig), as the server Pods get them.
+    The load and the evict Job run the same image, so both need them: without them a
+    private loader image left the evict Job's Pod waiting to be pulled, and the deleted
+    Model held by its finalizer, for good (decision 0253)."""
     pods = config.model_server_pods
     secrets = [s.name for s in pods.image_pull_secrets]
-    if setup is not None:
-        secrets += [n for n in setup.namespace.image_pull_secrets if n not in secrets]
+    secrets += [n for n in namespace.image_pull_secrets if n not in secrets]
     return JobSettings(
         image=config.model_loading.image,
         pod_security_context=pods.pod_security_context,
@@ -42,7 +45,7 @@ def load_job_of(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
         identity,
         url=spec.url,
         profile=setup.cache.profile,
-        settings=job_settings(setup.config, setup),
+        settings=job_settings(setup.config, setup.namespace),
         env=spec.env or {},
         credentials=credentials,
         env_from=tuple(source.to_wire() for source in spec.env_from or ()),

@@ -29,14 +29,21 @@ from kaiwo_planner.domain.models.model_parts import (
 )
 from kaiwo_planner.domain.models.names import cache_volume, evict_job
 from kaiwo_planner.domain.models.status import CACHE_EVICTED, READY
+from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 
 
 def deleting_parts(
-    model: Model, observed: ObservedModel, *, config: ModelsConfig, cluster: ClusterState
+    model: Model,
+    observed: ObservedModel,
+    *,
+    config: ModelsConfig,
+    namespace: NamespaceSettings,
+    cluster: ClusterState,
 ) -> ModelParts:
-    """Delete the Pods; evict the files while the cache volume stays; then no finalizer."""
+    """Delete the Pods; evict the files while the cache volume stays; then no finalizer.
+    ``namespace``: the settings of the Model's namespace (the evict Job's pull secrets)."""
     identity = observed.identity
     parts = ModelParts(
         delete=[pod_ref(identity, p) for p in observed.pods if not p.terminating],
@@ -78,7 +85,7 @@ def deleting_parts(
             ConditionSpec(CACHE_EVICTED, "True", "Evicted", f"Job {job} removed the files")
         )
         return parts
-    wanted = evict_job_manifest(identity, profile=profile, settings=job_settings(config))
+    wanted = evict_job_manifest(identity, profile=profile, settings=job_settings(config, namespace))
     # An eviction under way goes on as it was made (the configuration's image or security
     # settings edited meanwhile cannot reach a Job's pod template): applied as the
     # configuration now is, it was refused on every plan until the finalizer went.

@@ -93,7 +93,9 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
     lookup = models_config(context)
     if model.metadata.deletion_timestamp is not None:
         config = lookup.config or ModelsConfig.default()
-        parts = deleting_parts(model, observed, config=config, cluster=cluster)
+        namespace_name = observed.identity.namespace or ""
+        settings = namespace_settings(namespace_config(context, namespace_name), namespace_name)
+        parts = deleting_parts(model, observed, config=config, namespace=settings, cluster=cluster)
     elif lookup.config is None:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
         parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message), model, observed)

@@ -5,6 +5,12 @@ Pods, not a Deployment, as upstream. Each plan looks at the Model's live Pods (t
 deleted do not count: they are going, and their replacements should not wait for them) and
 decides:
 
+0. a Pod that has finished (phase ``Failed`` or ``Succeeded``: evicted by its kubelet under
+   node pressure, or stopped by a node shutdown) never runs again, and nothing else removes
+   a bare Pod: it is deleted, and it does not count as live, so it is replaced as a
+   ReplicaSet replaces one (upstream counts it, and the Model kept it in place of a serving
+   replica for good; decision 0253);
+
 1. the wanted count is the replicas, plus ``surge`` while any Pod is out of date (its
    ``pod-hash`` is not the current spec's);
 2. Pods beyond that count go, first in *deletion order*: not Ready before Ready, unscheduled
@@ -30,10 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_planner.domain.models.names import ADAPTER_LABEL_PREFIX, LABEL_POD_HASH
 from kaiwo_planner.domain.status.child_health import pod_trouble
+
+FINISHED_PHASES: Final = frozenset({"Failed", "Succeeded"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,8 @@ class ObservedPod:
     trouble: str = ""
     """What keeps a container of the Pod from running, in words ("pod p: container server is
     waiting: ImagePullBackOff (...)"); empty when nothing does (decision 0134)."""
+    finished: bool = False
+    """The Pod's phase is ``Failed`` or ``Succeeded``: its containers will not run again."""
 
     @classmethod
     def from_wire(cls, pod: Mapping[str, Any]) -> ObservedPod:
@@ -78,6 +88,7 @@ class ObservedPod:
                 )
             ),
             trouble=(pod_trouble(pod) or ("", ""))[1],
+            finished=status.get("phase") in FINISHED_PHASES,
         )
 
 
@@ -121,11 +132,14 @@ def decide_pods(
     name_for: Callable[[int], str],
 ) -> PodDecision:
     """The Pod plan (module docstring). ``name_for(slot)`` names a new current Pod."""
-    live = deletion_order([p for p in observed if not p.terminating], current_hash)
+    finished = [p for p in observed if p.finished and not p.terminating]
+    live = deletion_order(
+        [p for p in observed if not p.terminating and not p.finished], current_hash
+    )
     out_of_date = [p for p in live if p.pod_hash != current_hash]
     ready = sum(p.ready for p in live)
     wanted = replicas + (surge if out_of_date else 0)
-    deleted: dict[str, ObservedPod] = {}
+    deleted: dict[str, ObservedPod] = {pod.name: pod for pod in finished}
     creations = max(wanted - len(live), 0)
     for pod in live[: max(len(live) - wanted, 0)]:
         deleted[pod.name] = pod

@@ -11,7 +11,10 @@ Choices where upstream has a quirk:
   reconcile).
 * Engine and URL that cannot work together are refused up front rather than started as a
   server that can never load its model: ``ollama://`` only for OLlama; OLlama only with
-  ``ollama://`` and ``pvc://``; ``s3://`` without a cache only for VLLM (it streams from S3).
+  ``ollama://`` and ``pvc://``, and a ``pvc://`` one only with the model's tag
+  (``?model=<tag>``: its startup probe copies that tag to the Model's name, and without one
+  it ran ``ollama cp`` with no source and the Pod never turned Ready; decision 0253);
+  ``s3://`` without a cache only for VLLM (it streams from S3).
 * Quantities are multiplied exactly, keeping their unit (``24Gi`` x 2 = ``48Gi``, ``500m`` x 3 =
   ``1500m``); an integer stays an integer.
 """
@@ -203,6 +206,11 @@ def _unsupported(engine: str, source: ModelSource, *, cached: bool) -> str:
         return f"ollama:// URLs are served by the OLlama engine only, not {engine}"
     if engine == "OLlama" and scheme not in {"ollama", "pvc"}:
         return f"the OLlama engine serves ollama:// and pvc:// URLs, not {scheme}://"
+    if engine == "OLlama" and scheme == "pvc" and not source.model_param:
+        return (
+            "a pvc:// URL for the OLlama engine names the model stored in the claim: "
+            f"pvc://<claim>[/<path>]?model=<tag>, not {source.original}"
+        )
     if scheme == "s3" and not cached and engine != "VLLM":
         return (
             f"s3:// URLs without a cacheProfile are streamed by VLLM only; {engine} needs a "
