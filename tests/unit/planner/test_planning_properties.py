@@ -308,13 +308,16 @@ def previous_statuses(draw: st.DrawFn) -> dict[str, Any] | None:
 def workloads(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["KaiwoJob", "KaiwoService"]))
     name = draw(names)
+    namespace = draw(st.sampled_from(NAMESPACES))
     owner: dict[str, Any] = {
         "apiVersion": KAIWO,
         "kind": kind,
         "metadata": {
             "name": name,
-            "namespace": draw(st.sampled_from(NAMESPACES)),
-            "uid": f"uid-{name}",
+            "namespace": namespace,
+            # Unique in the cluster, as the API server makes them: one name in two
+            # namespaces is two objects.
+            "uid": f"uid-{namespace}-{name}",
             "generation": draw(st.integers(1, 3)),
             "resourceVersion": "42",
             "creationTimestamp": draw(times),
