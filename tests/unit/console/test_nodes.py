@@ -217,3 +217,29 @@ def test_the_page_shows_busy_gpus_the_chart_and_links_idle_workloads() -> None:
     assert '<a href="/workloads/team-a/train">team-a/train</a>' in html
     assert '<b class="why idle">idle</b>' in html
     assert "another tenant's workload" in html
+
+
+def test_a_pod_of_another_namespace_carrying_a_workloads_uid_gets_none_of_its_reading() -> None:
+    """Decision 0252: whoever may create Pods in team-b may label one with the uid of
+    team-a's KaiwoJob. Before, its row took the KaiwoJob's GPUs, reading and idle stretch
+    under team-b's name, for a reader of team-b; team-a's reading now counts for team-a's
+    Pods only."""
+    since = NOW - minutes(10)
+    decoy = gpu_pod("decoy", "team-b", "n1", gpus=1, workload="train")
+    decoy["metadata"]["labels"]["kaiwo.silogen.ai/run-id"] = TRAIN
+    state = cluster(
+        gpu_node("n1"),
+        kaiwojob("train", "team-a", phase="RUNNING"),
+        decoy,
+        gpu_pod("train-0", "team-a", "n1", gpus=4, workload="train"),
+    )
+    records = NodeRecords()
+    records.latest[TRAIN] = Reading(NOW - minutes(1), 0.05, below_since=since, namespace="team-a")
+
+    [view] = node_views(state, records, visible=only(["team-b"]), now=NOW)
+
+    assert [(w.namespace, w.name, w.gpus, w.ratio, w.idle) for w in view.workloads] == [
+        ("", "", 4, 0.05, "idle"),  # team-a's, as another tenant's workload is shown
+        ("team-b", "train", 1, None, ""),
+    ]
+    assert view.used == 0.2  # 4 x 0.05: the decoy's GPU has no reading

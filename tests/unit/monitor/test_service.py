@@ -904,3 +904,46 @@ async def test_a_standby_whose_first_probe_failed_probes_again_for_readiness(kit
     kit.scraper.failure = None
     assert await service.endpoint_ready()
     assert service.endpoint_unreached is None
+
+
+async def test_a_pod_of_another_namespace_labelled_with_a_workloads_uid_is_not_counted(
+    kit: Kit,
+) -> None:
+    """Decision 0252: whoever may create pods in team-b may label three idle GPU pods with
+    the uid of team-a's KaiwoJob. Counted with its busy pod, they took its reading from 2 %
+    of 1 GPU to 0.5 % of 4, below the 1 % threshold: an underutilized finding, by which the
+    planner terminates it, and a lower reading for GPU idle preemption."""
+    job = kit.cluster.put(
+        resources.KAIWO_JOB,
+        {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "metadata": {"name": "train", "namespace": "team-a"},
+            "spec": {"image": "busybox"},
+        },
+    )
+    ref = TRAIN.model_copy(update={"uid": job["metadata"]["uid"]})
+    kit.cluster.put(resources.POD, workload_pod("train-1", ref, gpus=1, workload_type="job"))
+    decoy = ref.model_copy(update={"namespace": "team-b"})
+    kit.cluster.put(resources.POD, workload_pod("decoy", decoy, gpus=3, workload_type="job"))
+    kit.scraper.samples = [
+        GpuSample(namespace="team-a", pod="train-1", gpu="0", percent=2.0, at=SEEN),
+        *(
+            GpuSample(namespace="team-b", pod="decoy", gpu=str(gpu), percent=0.0, at=SEEN)
+            for gpu in range(3)
+        ),
+    ]
+
+    await kit.service().tick()
+
+    train_events = [
+        (subject.split(".")[2], event.data)
+        for subject, event in published(kit.jetstream)
+        if subject.endswith(ref.uid or "")
+    ]
+    assert [topic for topic, _ in train_events] == ["utilization"]
+    [(_, train_use)] = train_events
+    assert isinstance(train_use, UtilizationV1)
+    assert (train_use.workload, train_use.gpu_count, train_use.pod_count) == (ref, 1, 1)
+    assert train_use.utilization_ratio == 0.02
+    assert train_use.underutilized_since is None

@@ -179,6 +179,7 @@ class HistoryFeed:
                 at=reading.window_end,
                 ratio=reading.utilization_ratio,
                 below_since=min(below) if below else None,
+                namespace=reading.workload.namespace or "",
             ),
         )
         return True

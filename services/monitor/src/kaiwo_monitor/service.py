@@ -53,7 +53,12 @@ from pydantic import ValidationError
 
 from kaiwo_monitor.cluster_port import ClusterReader
 from kaiwo_monitor.discovery import ForeignWorkload, RootFinder, candidate_pods
-from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
+from kaiwo_monitor.domain.pods import (
+    RUN_ID_SELECTOR,
+    MonitoredPod,
+    in_their_workloads_namespace,
+    monitored_pod,
+)
 from kaiwo_monitor.domain.samples import GpuSample, current_samples
 from kaiwo_monitor.domain.utilization import (
     Assessment,
@@ -189,9 +194,10 @@ class MonitorService:
             samples = self._current(await self._scrape(), now=now)
             pods = await self._list_pods(config)
             foreign = await self._foreign_workloads(samples, pods)
-            preemption = await self._preemption_settings(config, foreign)
+            preemption, namespace_of = await self._preemption_settings(config, foreign)
         except TickAborted:
             return None
+        pods = in_their_workloads_namespace(pods, namespace_of)
         pods += [pod for found in foreign if found.uid in preemption for pod in found.pods]
         policy = MonitoringPolicy.from_config(config.spec.resource_monitoring)
         self._count_missing(pods, samples)
@@ -289,9 +295,10 @@ class MonitorService:
 
     async def _preemption_settings(
         self, config: KaiwoConfig, foreign: tuple[ForeignWorkload, ...] = ()
-    ) -> dict[str, GpuPreemptionSettings]:
+    ) -> tuple[dict[str, GpuPreemptionSettings], dict[str, str]]:
         """The idle-preemption settings of every opted-in workload, by uid: the KaiwoJobs
-        and KaiwoServices, and the roots of ``foreign`` GPU workloads."""
+        and KaiwoServices, and the roots of ``foreign`` GPU workloads; and the namespace of
+        each of them, by uid (whether opted in or not)."""
         try:
             namespaces = await self._kube.list(resources.NAMESPACE)
             workloads = [
@@ -305,8 +312,11 @@ class MonitorService:
             for item in namespaces.items
         }
         found: dict[str, GpuPreemptionSettings] = {}
+        namespace_of: dict[str, str] = {}
         for workload in workloads:
             meta = workload.get("metadata") or {}
+            if meta.get("uid"):
+                namespace_of[str(meta["uid"])] = str(meta.get("namespace") or "")
             settings = gpu_preemption_settings(
                 workload_annotations=_annotations(workload),
                 namespace_annotations=by_namespace.get(str(meta.get("namespace")), {}),
@@ -316,6 +326,8 @@ class MonitorService:
                 found[str(meta["uid"])] = settings
         for root in foreign:
             namespace = str((root.root.get("metadata") or {}).get("namespace") or "")
+            if root.uid:
+                namespace_of[root.uid] = namespace
             settings = gpu_preemption_settings(
                 workload_annotations=root.annotations,
                 namespace_annotations=by_namespace.get(namespace, {}),
@@ -323,7 +335,7 @@ class MonitorService:
             )
             if settings is not None and root.uid:
                 found[root.uid] = settings
-        return found
+        return found, namespace_of
 
     def _count_missing(self, pods: list[MonitoredPod], samples: tuple[GpuSample, ...]) -> None:
         """Running GPU pods the endpoint has no reading for: counted and logged, never acted on."""

@@ -92,9 +92,23 @@ class Reading:
     """None: the metrics endpoint had no sample for the workload's Pods."""
     below_since: datetime | None = None
     """Start of the open stretch below the low-utilization or the idle threshold."""
+    namespace: str = ""
+    """The workload's namespace ("": not told). Anyone who may create a Pod elsewhere may
+    label it with the workload's uid: the reading is of the Pods of this namespace only
+    (decision 0252)."""
 
     def fresh(self, now: datetime) -> bool:
         return now - self.at <= FRESH_FOR
+
+    def of(self, placement: Placement) -> bool:
+        """Whether this reading is of the workload ``placement``'s Pod runs for."""
+        return not self.namespace or self.namespace == placement.namespace
+
+
+def reading_of(placement: Placement, latest: Mapping[str, Reading]) -> Reading | None:
+    """The latest reading of the workload ``placement``'s Pod runs for, or None."""
+    found = latest.get(placement.uid)
+    return found if found is not None and found.of(placement) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +128,7 @@ def gpus_in_use(
     held, used, known = False, 0.0, False
     for placement in placements:
         held = True
-        reading = latest.get(placement.uid)
+        reading = reading_of(placement, latest)
         if reading is None or reading.ratio is None:
             continue
         if now is not None and not reading.fresh(now):
@@ -273,14 +287,17 @@ def _workloads(
     visible: Visible,
     now: datetime,
 ) -> tuple[NodeWorkload, ...]:
-    gpus: dict[str, int] = {}
-    first: dict[str, Placement] = {}
+    # A workload is its namespace and uid: a Pod of another namespace carrying the uid is not
+    # one of its Pods (decision 0252).
+    gpus: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], Placement] = {}
     for placement in placements:
-        gpus[placement.uid] = gpus.get(placement.uid, 0) + placement.gpus
-        first.setdefault(placement.uid, placement)
+        key = (placement.namespace, placement.uid)
+        gpus[key] = gpus.get(key, 0) + placement.gpus
+        first.setdefault(key, placement)
     found = []
-    for uid, placement in first.items():
-        reading = records.latest.get(uid)
+    for key, placement in first.items():
+        reading = reading_of(placement, records.latest)
         workload = state.get(placement.kind, placement.namespace, placement.name)
         shown = visible(placement.namespace)
         idle = idle_reason(workload, reading, now)
@@ -289,7 +306,7 @@ def _workloads(
                 namespace=placement.namespace if shown else "",
                 name=placement.name if shown else "",
                 kind=placement.kind,
-                gpus=gpus[uid],
+                gpus=gpus[key],
                 ratio=reading.ratio if reading is not None and reading.fresh(now) else None,
                 # Another tenant's verdict is theirs: the reader learns only that it idles.
                 idle=idle if shown or not idle else "idle",

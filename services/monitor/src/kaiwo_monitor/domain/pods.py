@@ -10,7 +10,7 @@ root object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,6 +79,25 @@ def monitored_pod(pod: Mapping[str, Any], *, gpu_resource_key: str) -> Monitored
         vendor=vendor,
         running=(pod.get("status") or {}).get("phase") == "Running",
     )
+
+
+def in_their_workloads_namespace(
+    pods: Iterable[MonitoredPod], namespace_of: Mapping[str, str]
+) -> list[MonitoredPod]:
+    """``pods`` without those whose run-id names a workload of another namespace.
+
+    ``namespace_of``: the namespace of each workload listed this tick, by uid. A workload's
+    pods live in its namespace; anyone who may create a pod elsewhere may label it with the
+    workload's uid, and such a pod, counted with the workload's own, would lower or raise the
+    reading the planner terminates or preempts the workload by (decision 0252). A pod whose
+    uid names no listed workload is kept: it is judged for that uid alone, and the planner
+    acts on no finding of a workload it does not know.
+    """
+    return [
+        pod
+        for pod in pods
+        if namespace_of.get(pod.workload.uid or "", pod.namespace) == pod.namespace
+    ]
 
 
 def _gpu_requests(

@@ -168,12 +168,25 @@ class ClusterState:
         return self.index.sorted_queue_uses()
 
     def objects_labelled(
-        self, key: str, value: str, *, kind: str | None = None
+        self, key: str, value: str, *, kind: str | None = None, namespace: str | None = None
     ) -> tuple[Mapping[str, Any], ...]:
         """Observed objects carrying label ``key=value`` (optionally of one kind), in plan
-        order; ``key`` must be one of the indexed labels (``index_entry.INDEXED_LABELS``)."""
+        order; ``key`` must be one of the indexed labels (``index_entry.INDEXED_LABELS``).
+
+        Only those of ``namespace`` when it is given; else, when ``value`` is the uid of an
+        observed namespaced object (the run-id label names the workload a pod runs for), only
+        those of that object's namespace, as :meth:`children_of` keeps them: anyone who may
+        create a pod in ``vision`` may label it with the uid of a KaiwoJob of ``ml-team``, and
+        such a pod is not that KaiwoJob's (decision 0252).
+        """
         found = self.index.labelled_with(key, value)
-        return found if kind is None else tuple(obj for obj in found if obj.get("kind") == kind)
+        if kind is not None:
+            found = tuple(obj for obj in found if obj.get("kind") == kind)
+        if namespace is None and found:
+            namespace = self.namespace_of(value)
+        if not namespace:  # not an observed object's uid, or a cluster-scoped one
+            return found
+        return tuple(obj for obj in found if _namespace(obj) == namespace)
 
     def objects_of_kind(self, *, group: str, kind: str) -> tuple[Mapping[str, Any], ...]:
         """Observed objects of one API group (``""`` for core) and kind, in plan order; the

@@ -121,7 +121,9 @@ def observe_children(
         ray_service = (cluster.child_of(child_uid, kind="RayService") if child_uid else None) or (
             cluster.child_of(owner_uid, kind="RayService")
         )
-    pods = cluster.objects_labelled(RUN_ID_LABEL, owner_uid, kind="Pod")
+    pods = cluster.objects_labelled(
+        RUN_ID_LABEL, owner_uid, kind="Pod", namespace=namespace or None
+    )
     if child_kind == "Deployment":
         # Kueue admits a Deployment pod by pod: one Workload per pod carrying our run-id.
         workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
