@@ -94,3 +94,33 @@ async def test_a_secret_file_that_is_not_an_absolute_path_is_refused_naming_the_
     await kube.create(workload("KaiwoJob", "absolute-file", {"data": data}))
     gcs["gcs"][0]["applicationCredentials"] = reference
     await kube.create(workload("KaiwoJob", "default-file", {"data": data}))
+
+
+@pytest.mark.parametrize("kind", ["KaiwoJob", "KaiwoService"])
+async def test_both_volumes_at_one_mount_path_are_refused_naming_the_field(
+    kube: KubernetesAsyncioAdapter, kind: str
+) -> None:
+    """Decision 0248: the pods mounted only the Hugging Face cache there (the data volume not
+    at all, "The Job matches the workload's spec"), and the API server refused the download
+    Job's two mounts at one path on every plan, the workload DOWNLOADING for good."""
+    storage = {
+        "data": {"storageSize": "1Gi", "mountPath": "/data"},
+        "huggingFace": {"storageSize": "1Gi", "mountPath": "/data"},
+    }
+
+    with pytest.raises(Invalid) as raised:
+        await kube.create(workload(kind, "one-path", storage))
+
+    assert [(cause["field"], cause["message"]) for cause in raised.value.causes] == [
+        (
+            "spec.storage.huggingFace.mountPath",
+            "Invalid value: huggingFace.mountPath must differ from data.mountPath: a "
+            "container mounts one volume at a path, so the data volume would not be mounted "
+            "(e.g. data at /workload, the Hugging Face cache at /hf_cache)",
+        )
+    ]
+    # Paths of their own, or the cache's left to KaiwoConfig's default: accepted.
+    storage["huggingFace"]["mountPath"] = "/data/hf"
+    await kube.create(workload(kind, "own-paths", storage))
+    del storage["huggingFace"]["mountPath"]
+    await kube.create(workload(kind, "default-path", storage))

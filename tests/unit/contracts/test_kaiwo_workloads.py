@@ -565,6 +565,12 @@ HF_SIZE_MESSAGE = (
     "a volume of that size before the workload starts (e.g. storageSize: 50Gi)"
 )
 
+SHARED_MOUNT_PATH_MESSAGE = (
+    "huggingFace.mountPath must differ from data.mountPath: a container mounts one volume at a "
+    "path, so the data volume would not be mounted (e.g. data at /workload, the Hugging Face "
+    "cache at /hf_cache)"
+)
+
 
 @pytest.mark.parametrize(
     ("storage", "problems"),
@@ -587,6 +593,40 @@ HF_SIZE_MESSAGE = (
                 ("spec.storage.data.storageSize", DATA_SIZE_MESSAGE),
                 ("spec.storage.huggingFace.storageSize", HF_SIZE_MESSAGE),
             ],
+        ),
+        # Both volumes at one path: the pods would mount only the HF cache (decision 0248).
+        (
+            {
+                "storageEnabled": True,
+                "data": {"storageSize": "5Gi", "mountPath": "/data"},
+                "huggingFace": {"storageSize": "5Gi", "mountPath": "/data"},
+            },
+            [("spec.storage.huggingFace.mountPath", SHARED_MOUNT_PATH_MESSAGE)],
+        ),
+        # Paths that differ, a path left to KaiwoConfig, a volume not made: accepted.
+        (
+            {
+                "storageEnabled": True,
+                "data": {"storageSize": "5Gi", "mountPath": "/data"},
+                "huggingFace": {"storageSize": "5Gi", "mountPath": "/data/hf"},
+            },
+            [],
+        ),
+        (
+            {
+                "storageEnabled": True,
+                "data": {"storageSize": "5Gi", "mountPath": "/data"},
+                "huggingFace": {"storageSize": "5Gi"},
+            },
+            [],
+        ),
+        (
+            {
+                "storageEnabled": True,
+                "data": {"mountPath": "/data"},
+                "huggingFace": {"storageSize": "5Gi", "mountPath": "/data"},
+            },
+            [],
         ),
         # Nothing to download, or storage not enabled (then all of it is ignored): accepted.
         ({"storageEnabled": True, "data": {"download": {}}}, []),

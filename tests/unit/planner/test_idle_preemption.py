@@ -8,6 +8,7 @@ from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdleWorkload,
+    QuotaScope,
     decide_idle_preemptions,
 )
 
@@ -26,6 +27,7 @@ def idle(
     idle_minutes: int = 30,
     policy: str = "OnPressure",
     vendor: str = "amd",
+    quota: QuotaScope | None = None,
 ) -> IdleWorkload:
     return IdleWorkload(
         key=key(name),
@@ -35,11 +37,19 @@ def idle(
         evidence_at=NOW,
         grace=GRACE,
         policy="Always" if policy == "Always" else "OnPressure",
+        quota=quota,
     )
 
 
-def waiting(name: str, gpus: int, *, minutes: int = 20, vendor: str = "amd") -> GpuDemand:
-    return GpuDemand(key(name), vendor, gpus, NOW - timedelta(minutes=minutes))
+def waiting(
+    name: str,
+    gpus: int,
+    *,
+    minutes: int = 20,
+    vendor: str = "amd",
+    quota: QuotaScope | None = None,
+) -> GpuDemand:
+    return GpuDemand(key(name), vendor, gpus, NOW - timedelta(minutes=minutes), quota)
 
 
 def victims(
@@ -180,3 +190,45 @@ def test_the_reason_names_the_beneficiary_and_the_policy() -> None:
         namespace="team-a",
         uid="uid-p",
     )
+
+
+def test_an_idle_workload_of_another_cluster_queue_does_not_help() -> None:
+    # Kueue gives the quota it frees to its own ClusterQueue only (decision 0236).
+    assert (
+        victims(
+            idle("a", 8, quota=QuotaScope("team-b")),
+            pending=[waiting("p", 8, quota=QuotaScope("team-a"))],
+        )
+        == []
+    )
+
+
+def test_of_the_idle_workloads_only_one_of_the_waiting_ones_queue_is_preempted() -> None:
+    assert victims(
+        idle("other-queue", 8, idle_minutes=60, quota=QuotaScope("team-b")),
+        idle("same-queue", 8, quota=QuotaScope("team-a")),
+        pending=[waiting("p", 8, quota=QuotaScope("team-a"))],
+    ) == [("same-queue", "p")]
+
+
+def test_a_cluster_queue_of_the_same_cohort_lends_what_its_idle_workload_frees() -> None:
+    assert victims(
+        idle("a", 8, quota=QuotaScope("team-b", cohort="research")),
+        pending=[waiting("p", 8, quota=QuotaScope("team-a", cohort="research"))],
+    ) == [("a", "p")]
+    assert (
+        victims(
+            idle("a", 8, quota=QuotaScope("team-b", cohort="research")),
+            pending=[waiting("p", 8, quota=QuotaScope("team-a", cohort="serving"))],
+        )
+        == []
+    )
+
+
+def test_a_workload_kueue_does_not_queue_may_free_what_another_waits_for() -> None:
+    assert victims(idle("a", 8), pending=[waiting("p", 8, quota=QuotaScope("team-a"))]) == [
+        ("a", "p")
+    ]
+    assert victims(idle("a", 8, quota=QuotaScope("team-b")), pending=[waiting("p", 8)]) == [
+        ("a", "p")
+    ]

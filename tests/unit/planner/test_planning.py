@@ -2550,6 +2550,22 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     assert spared.status is not None and spared.status["status"] == "RUNNING"
 
 
+def test_an_idle_workload_is_kept_for_a_pending_one_of_another_cluster_queue(cluster_with):
+    # Kueue gives what the idle job frees back to its own queue (decision 0236).
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "elsewhere"},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+    kept = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
 
 

@@ -172,7 +172,7 @@ def test_unchanged_observation_keeps_transition_times_and_emits_nothing() -> Non
         (
             job(failed=1, conditions=[{"type": "Failed", "status": "True"}]),
             "FAILED",
-            ("False", "JobFailed", "Download job failed"),
+            ("False", "JobFailed", "Download job failed: Job train: failed"),
         ),
         (
             job(succeeded=1, conditions=[{"type": "Complete", "status": "True"}]),
@@ -217,7 +217,83 @@ def test_download_events() -> None:
             download_job=job_with_spec({"backoffLimit": 0}, failed=1),
         ),
     )
-    assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+    assert failed.events == (
+        event(
+            "WorkloadFailed",
+            "Workload has failed: JobFailed: Download job failed: Job train: 1 pod(s) failed, "
+            "more than its backoffLimit of 0",
+            "Warning",
+        ),
+    )
+
+
+def test_a_failed_download_tells_why_on_its_condition_and_event() -> None:
+    """FAILED is final, and the download pod may not stay: the status says what the
+    downloader said when it failed (decision 0248); it said "Download job failed"."""
+    download = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train-download", "namespace": "team", "uid": "download-uid"},
+        "spec": {"backoffLimit": 0},
+        "status": {
+            "failed": 1,
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            ],
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-download-x7k2p",
+            "namespace": "team",
+            "ownerReferences": [{"kind": "Job", "uid": "download-uid", "controller": True}],
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "data-downloader",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "message": "NoSuchBucket: datasets",
+                            "finishedAt": "2026-01-01T11:59:00Z",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    downloading = derive(None, ObservedChildren(child_kind="Job", downloads_configured=True))
+    observed = ObservedChildren(
+        child_kind="Job", downloads_configured=True, download_job=download, pods=(pod,)
+    )
+
+    failed = derive(downloading.status, observed)
+
+    told = (
+        "Download job failed: Job train-download: Job has reached the specified backoff limit; "
+        "pod train-download-x7k2p: container data-downloader exited with code 1 (Error): "
+        "NoSuchBucket: datasets"
+    )
+    assert failed.status["status"] == "FAILED"
+    [condition] = [c for c in failed.status["conditions"] if c["type"] == "DownloadJobSucceeded"]
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "JobFailed",
+        told,
+    )
+    assert failed.events == (
+        event("WorkloadFailed", f"Workload has failed: JobFailed: {told}", "Warning"),
+    )
 
 
 def test_batch_job_lifecycle() -> None:

@@ -393,3 +393,32 @@ def test_a_job_without_kueues_min_parallelism_has_no_annotations(make_job):
     decision = plan_children(workload=job, allocation=NO_GPUS, config=None)
     [made] = [c for c in decision.desired if c["kind"] == "Job"]
     assert "annotations" not in made["metadata"]
+
+
+def test_gpu_models_name_the_flavors_of_the_queue_that_hold_them(make_job):
+    # Kueue chooses the flavor by the labels its flavors declare only (decision 0237).
+    job = make_job({"gpus": 2, "gpuModels": ["mi250x"]})
+    allocation = GpuAllocation(gpus=2, gpus_per_replica=2, replicas=1, vendor="amd")
+    flavors = ((("amd.com/gpu.product-name", "AMD_Instinct_MI250X"), ("kaiwo/worker", "true")),)
+
+    (manifest,) = plan_children(
+        workload=job, allocation=allocation, config=None, gpu_model_flavors=flavors
+    ).desired
+
+    assert manifest["spec"]["template"]["spec"]["affinity"]["nodeAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "kaiwo/gpu-model", "operator": "In", "values": ["mi250x"]},
+                        {
+                            "key": "amd.com/gpu.product-name",
+                            "operator": "In",
+                            "values": ["AMD_Instinct_MI250X"],
+                        },
+                        {"key": "kaiwo/worker", "operator": "In", "values": ["true"]},
+                    ]
+                }
+            ]
+        }
+    }

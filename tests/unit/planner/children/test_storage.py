@@ -63,14 +63,24 @@ NAMESPACE_CREDENTIALS = {
 
 @pytest.fixture
 def plan(make_job, make_config, make_namespace_config):
+    """The children in download ``state``; a finished download's Job is observed as the one
+    the pending download made (a finished Job that is gone is not made again)."""
+
     def run(state: DownloadState):
-        return plan_children(
-            workload=make_job({"storage": STORAGE, "env": [{"name": "FOO", "value": "bar"}]}),
-            allocation=NO_GPUS,
-            config=make_config({"storage": {"defaultStorageClass": "rwx-nfs"}}),
-            namespace_config=make_namespace_config(NAMESPACE_CREDENTIALS),
-            download_state=state,
-        )
+        def children(state: DownloadState, observed: dict[str, Any] | None = None):
+            return plan_children(
+                workload=make_job({"storage": STORAGE, "env": [{"name": "FOO", "value": "bar"}]}),
+                allocation=NO_GPUS,
+                config=make_config({"storage": {"defaultStorageClass": "rwx-nfs"}}),
+                namespace_config=make_namespace_config(NAMESPACE_CREDENTIALS),
+                download_state=state,
+                observed_download_job=observed,
+            )
+
+        pending = children(DownloadState.PENDING)
+        if state is DownloadState.PENDING:
+            return pending
+        return children(state, _download_job_of(pending))
 
     return run
 
@@ -267,7 +277,11 @@ def test_dangerous_leaves_out_the_default_security_context_of_the_download_pod_t
         workload=workload, allocation=NO_GPUS, config=None, download_state=DownloadState.PENDING
     )
     running = plan_children(
-        workload=workload, allocation=NO_GPUS, config=None, download_state=DownloadState.SUCCEEDED
+        workload=workload,
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.SUCCEEDED,
+        observed_download_job=_download_job_of(downloading),
     )
 
     assert _pod_security_contexts(downloading) == {"train-download": expected_context}
@@ -314,7 +328,7 @@ def test_an_existing_download_job_keeps_the_template_it_runs_with(make_job):
         workload=edited,
         allocation=NO_GPUS,
         config=None,
-        download_state=DownloadState.SUCCEEDED,
+        download_state=DownloadState.PENDING,
     )
 
     assert _download_job_of(after)["spec"]["template"] == running["spec"]["template"]
@@ -364,3 +378,63 @@ def test_an_edit_the_running_download_job_cannot_take_is_told_with_how_to_take_i
     )
     assert planned(DownloadState.SUCCEEDED).notes == ()
     assert planned(DownloadState.FAILED).notes == ()
+
+
+def test_an_edit_of_what_a_finished_download_fetched_is_told_not_dropped(make_job):
+    # The ConfigMap follows the spec, the download ran once: a repository added to
+    # preCacheRepos afterwards was downloaded by nothing, and nothing said so (decision 0248).
+    first = plan_children(
+        workload=make_job({"storage": STORAGE}),
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.PENDING,
+    )
+    ran = _download_job_of(first)
+    observed = {**ran, "metadata": {**ran["metadata"], "uid": "download-uid", "generation": 1}}
+    edited_storage = {
+        **STORAGE,
+        "huggingFace": {
+            **STORAGE["huggingFace"],
+            "preCacheRepos": [{"repoId": "org/model"}, {"repoId": "org/other-model"}],
+        },
+    }
+
+    def planned(storage: dict[str, Any], job: dict[str, Any], state: DownloadState):
+        return plan_children(
+            workload=make_job({"storage": storage}),
+            allocation=NO_GPUS,
+            config=None,
+            download_state=state,
+            observed_download_job=job,
+        )
+
+    after = planned(edited_storage, observed, DownloadState.SUCCEEDED)
+    running = planned(edited_storage, observed, DownloadState.PENDING)
+    unedited = planned(STORAGE, observed, DownloadState.SUCCEEDED)
+    made_before = {
+        **observed,
+        "metadata": {k: v for k, v in observed["metadata"].items() if k != "annotations"},
+    }
+    older_job = planned(edited_storage, made_before, DownloadState.SUCCEEDED)
+
+    assert after.notes == (
+        "The download configuration was edited (storage.data.download, "
+        "storage.huggingFace.preCacheRepos or their mount paths) after download Job "
+        "train-download finished: nothing more is downloaded, and the workload runs on what "
+        "that download fetched. A download runs once; delete and re-create the workload to "
+        "download what the spec says now",
+    )
+    assert running.notes == (
+        "The download configuration was edited (storage.data.download, "
+        "storage.huggingFace.preCacheRepos or their mount paths) while download Job "
+        "train-download runs: it reads its configuration once, when its pod starts, and may "
+        "go on with the earlier one; delete the Job (kubectl delete job -n team-a "
+        "train-download) and the next one is made from the edited spec",
+    )
+    # The Job keeps naming the configuration it ran with, so the edit is told at every
+    # generation of the spec, not only the first.
+    assert _download_job_of(after)["metadata"]["annotations"] == ran["metadata"]["annotations"]
+    assert unedited.notes == ()
+    # A Job made before the annotation existed says nothing of what it ran with: trusted.
+    assert older_job.notes == ()
+    assert "annotations" not in _download_job_of(older_job)["metadata"]

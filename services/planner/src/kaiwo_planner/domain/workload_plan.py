@@ -71,16 +71,24 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 from kaiwo_planner.domain.children.downloads import claims_made_anew
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
+from kaiwo_planner.domain.children.kind_switch import (
+    JobChildKind,
+    kind_kept_message,
+    planned_as,
+    running_child_of_the_other_kind,
+)
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.partial_admission import partial_admission_min_pods
 from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
 from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
+from kaiwo_planner.domain.children.resources import gpu_resource_key
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
     ChildrenDecision,
     DownloadState,
     plan_children,
 )
+from kaiwo_planner.domain.queues.gpu_model_flavors import gpu_model_flavors
 from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     RAY_JOB_CLUSTER,
@@ -216,6 +224,14 @@ def plan_workload(
                 observed_resource_version=meta.resource_version,
             )
         )
+    # A KaiwoJob's ray switched while its child runs: planned as the kind that runs, which
+    # keeps running (decision 0247).
+    kind_kept: JobChildKind | None = None
+    if isinstance(workload, KaiwoJob):
+        kind_kept = running_child_of_the_other_kind(workload, cluster)
+        if kind_kept is not None:
+            workload = planned_as(workload, kind_kept)
+            spec = workload.spec
     generation = meta.generation or 0
     previous = workload.status.to_wire()
     previous_phase = workload.status.status
@@ -323,6 +339,15 @@ def plan_workload(
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
             main_made_anew=_main_made_anew(observed, previous, node_pools),
+            gpu_model_flavors=gpu_model_flavors(
+                context,
+                queue=spec.cluster_queue or config.spec.default_cluster_queue_name,
+                gpu_key=gpu_resource_key(
+                    spec.gpu_vendor, default_key=config.spec.nodes.default_gpu_resource_key
+                ),
+                gpu_models=spec.gpu_models or (),
+            ),
+            kind_kept=kind_kept_message(kind_kept) if kind_kept is not None else None,
         )
         if observed.child is None and observed.earlier_kueue_workloads:
             children = _main_child_held(children)

@@ -299,6 +299,23 @@ _STORAGE_RULES: tuple[CelRule[StorageSpec], ...] = (
         holds=lambda storage: not storage.hf_downloads_without_a_size,
         reported_at_field=True,
     ),
+    CelRule(
+        rule=(
+            f"!{_ENABLED} || !has(self.data) || !has(self.huggingFace) || "
+            "!has(self.data.storageSize) || self.data.storageSize == '' || "
+            "!has(self.huggingFace.storageSize) || self.huggingFace.storageSize == '' || "
+            "!has(self.data.mountPath) || !has(self.huggingFace.mountPath) || "
+            "self.data.mountPath != self.huggingFace.mountPath"
+        ),
+        message=(
+            "huggingFace.mountPath must differ from data.mountPath: a container mounts one "
+            "volume at a path, so the data volume would not be mounted (e.g. data at /workload, "
+            "the Hugging Face cache at /hf_cache)"
+        ),
+        field="huggingFace.mountPath",
+        holds=lambda storage: not storage.volumes_share_a_mount_path,
+        reported_at_field=True,
+    ),
 )
 
 
@@ -351,6 +368,24 @@ class StorageSpec(KubeModel):
     def hf_downloads_without_a_size(self) -> bool:
         """Enabled, with ``huggingFace.preCacheRepos`` but no ``storageSize`` (refused)."""
         return self.storage_enabled and self._asks_for_hf_downloads and not self.has_hf
+
+    @property
+    def volumes_share_a_mount_path(self) -> bool:
+        """Enabled, both volumes sized, and both given the same ``mountPath`` (refused): the
+        pods would mount only the Hugging Face cache there and the download Job's two mounts
+        at one path are refused by the API server (decision 0248). A path left unset takes
+        KaiwoConfig's default, which the API server cannot see, so only given paths count."""
+        data, hf = self.data, self.hugging_face
+        return bool(
+            self.storage_enabled
+            and self.has_data
+            and self.has_hf
+            and data is not None
+            and hf is not None
+            and "mount_path" in data.model_fields_set
+            and "mount_path" in hf.model_fields_set
+            and data.mount_path == hf.mount_path
+        )
 
     @property
     def has_object_storage_downloads(self) -> bool:

@@ -120,8 +120,41 @@ def _labels(identity: WorkloadIdentity) -> dict[str, str]:
     return {**system_labels(identity), LABEL_TYPE: DOWNLOADER_TYPE}
 
 
+def _config_text(storage: StorageInputs) -> str:
+    return json.dumps(download_config(storage), indent=2, sort_keys=True)
+
+
+DOWNLOAD_CONFIGURATION = "kaiwo.silogen.ai/download-configuration"
+"""Annotation of the download Job: the first 16 hex digits of the SHA-256 of the configuration
+(``config.yaml`` of the ConfigMap) it was made with. The ConfigMap follows the spec, the Job
+runs once: an edit of what to download after that is told, not taken silently (0248)."""
+
+
+def configuration_digest(storage: StorageInputs) -> str:
+    return hashlib.sha256(_config_text(storage).encode()).hexdigest()[:16]
+
+
+def made_with_configuration(job: Mapping[str, Any]) -> str | None:
+    """The :data:`DOWNLOAD_CONFIGURATION` of a download Job (None: made before it existed)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DOWNLOAD_CONFIGURATION)
+    return value if isinstance(value, str) else None
+
+
+def with_configuration(job: dict[str, Any], digest: str | None) -> dict[str, Any]:
+    """``job`` naming ``digest`` as the configuration it was made with (None: naming none)."""
+    metadata = job["metadata"]
+    annotations = {
+        k: v for k, v in (metadata.get("annotations") or {}).items() if k != DOWNLOAD_CONFIGURATION
+    }
+    if digest is not None:
+        annotations[DOWNLOAD_CONFIGURATION] = digest
+    trimmed = {k: v for k, v in metadata.items() if k != "annotations"}
+    return {**job, "metadata": {**trimmed, **({"annotations": annotations} if annotations else {})}}
+
+
 def download_config_map(identity: WorkloadIdentity, storage: StorageInputs) -> dict[str, Any]:
-    text = json.dumps(download_config(storage), indent=2, sort_keys=True)
+    text = _config_text(storage)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -243,7 +276,12 @@ def download_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": child_metadata(identity, name=name, labels=labels),
+        "metadata": child_metadata(
+            identity,
+            name=name,
+            labels=labels,
+            annotations={DOWNLOAD_CONFIGURATION: configuration_digest(storage)},
+        ),
         "spec": {
             "backoffLimit": 0,
             "parallelism": 1,

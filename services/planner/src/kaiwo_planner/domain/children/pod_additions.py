@@ -115,6 +115,7 @@ def pod_additions(
     defaults: ChildDefaults,
     namespace: NamespaceSettings,
     extra_labels: Mapping[str, str] | None = None,
+    gpu_model_flavors: Sequence[Sequence[tuple[str, str]]] = (),
 ) -> PodAdditions:
     secret_volumes, secret_mounts = secret_volumes_and_mounts(inputs.secret_volumes)
     return PodAdditions(
@@ -137,5 +138,6 @@ def pod_additions(
         volumes=(*storage_volumes(inputs.identity.name, inputs.storage), *secret_volumes),
         volume_mounts=(*storage_mounts(inputs.storage), *secret_mounts),
         gpu_models=inputs.gpu_models,
+        gpu_model_flavors=gpu_model_flavors,
         gpu_toleration_keys=defaults.gpu_toleration_keys,
     )

@@ -100,6 +100,9 @@ class PodAdditions:
     volumes: Sequence[Mapping[str, Any]] = ()
     volume_mounts: Sequence[Mapping[str, Any]] = ()
     gpu_models: Sequence[str] = ()
+    gpu_model_flavors: Sequence[Sequence[tuple[str, str]]] = ()
+    """The node labels of the flavors of the workload's queue that hold one of
+    ``gpu_models``, when its queue has others too (decision 0237); () otherwise."""
     gpu_toleration_keys: Sequence[str] = ()
     """The taint keys a pod that requests GPUs tolerates (``NoSchedule``, any value)."""
     priority_class_name: str = ""
@@ -195,11 +198,23 @@ def _requests_gpu(containers: Iterable[Mapping[str, Any]], gpu_key: str) -> bool
     return False
 
 
-def _gpu_model_affinity(models: Sequence[str]) -> dict[str, Any]:
-    term = {
-        "matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}]
-    }
-    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+def _gpu_model_affinity(
+    models: Sequence[str], flavors: Sequence[Sequence[tuple[str, str]]] = ()
+) -> dict[str, Any]:
+    """The node affinity of ``gpuModels``; with ``flavors`` one term per flavor, its node
+    labels beside the models: Kueue ignores a key no flavor of the queue declares, so only
+    the flavor labels make it choose a flavor whose nodes hold the models (decision 0237)."""
+    model = {"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}
+    terms = [
+        {
+            "matchExpressions": [
+                model,
+                *({"key": key, "operator": "In", "values": [value]} for key, value in labels),
+            ]
+        }
+        for labels in flavors
+    ] or [{"matchExpressions": [model]}]
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
 
 
 def complete_pod_template(
@@ -270,7 +285,7 @@ def complete_pod_template(
     if additions.gpu_models and pod_gpus > 0:
         spec["affinity"] = {
             **(spec.get("affinity") or {}),
-            "nodeAffinity": _gpu_model_affinity(additions.gpu_models),
+            "nodeAffinity": _gpu_model_affinity(additions.gpu_models, additions.gpu_model_flavors),
         }
     if additions.gpu_toleration_keys and _requests_gpu(spec["containers"], additions.gpu_key):
         tolerations = list(spec.get("tolerations") or [])

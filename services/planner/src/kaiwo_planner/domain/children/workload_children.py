@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
-from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import on_existing_ray_cluster
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob, on_existing_ray_cluster
 from kaiwo_contracts.plans import ObjectRef, PruneRule, sort_objects
 
 from kaiwo_planner.domain.children.batch_job import build_batch_job
@@ -33,7 +33,9 @@ from kaiwo_planner.domain.children.downloads import (
     download_config_map,
     download_job,
     download_name,
+    made_with_configuration,
     with_claims_it_fills,
+    with_configuration,
 )
 from kaiwo_planner.domain.children.http_route import http_route
 from kaiwo_planner.domain.children.ignored_settings import ignored_settings
@@ -174,8 +176,15 @@ def _job_children(
     allocation: GpuAllocation,
     defaults: ChildDefaults,
     namespace: NamespaceSettings,
+    gpu_model_flavors: tuple[tuple[tuple[str, str], ...], ...] = (),
 ) -> list[dict[str, Any]]:
-    additions = pod_additions(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
+    additions = pod_additions(
+        inputs,
+        allocation=allocation,
+        defaults=defaults,
+        namespace=namespace,
+        gpu_model_flavors=gpu_model_flavors,
+    )
     build = build_ray_job if inputs.ray else build_batch_job
     return [build(inputs, allocation=allocation, defaults=defaults, additions=additions)]
 
@@ -186,11 +195,16 @@ def _service_children(
     allocation: GpuAllocation,
     defaults: ChildDefaults,
     namespace: NamespaceSettings,
+    gpu_model_flavors: tuple[tuple[tuple[str, str], ...], ...] = (),
 ) -> list[dict[str, Any]]:
     identity = inputs.identity
     if inputs.ray:
         additions = pod_additions(
-            inputs, allocation=allocation, defaults=defaults, namespace=namespace
+            inputs,
+            allocation=allocation,
+            defaults=defaults,
+            namespace=namespace,
+            gpu_model_flavors=gpu_model_flavors,
         )
         ray_service = build_ray_service(
             inputs, allocation=allocation, defaults=defaults, additions=additions
@@ -204,6 +218,7 @@ def _service_children(
             defaults=defaults,
             namespace=namespace,
             extra_labels=deployment_pod_labels(inputs),
+            gpu_model_flavors=gpu_model_flavors,
         )
         deployment = build_deployment(
             inputs, allocation=allocation, defaults=defaults, additions=additions
@@ -398,6 +413,8 @@ def plan_children(
     gpu_taint_on_nodes: bool = False,
     recorded_gpu_taint_keys: tuple[str, ...] = (),
     main_made_anew: str | None = None,
+    gpu_model_flavors: tuple[tuple[tuple[str, str], ...], ...] = (),
+    kind_kept: str | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
 
@@ -414,6 +431,11 @@ def plan_children(
     (:attr:`~kaiwo_planner.domain.settings.workload_inputs.ChildDefaults.gpu_toleration_keys`).
     ``main_made_anew``: why the existing main child is replaced whatever its spec (pruned now,
     created again once it is gone), as ``ChildSpecApplied`` says with reason ``Replacing``.
+    ``gpu_model_flavors``: the node labels of the flavors of the workload's queue that hold
+    one of its ``gpuModels``, when the queue has others too (decision 0237).
+    ``kind_kept``: why the main child is of another kind than the spec asks for now (a
+    KaiwoJob's ``ray`` switched while its child runs, :mod:`.kind_switch`), as
+    ``ChildSpecApplied`` says; ``workload`` is then planned as that kind.
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -431,6 +453,7 @@ def plan_children(
             download_state=download_state,
             gpu_taint_on_nodes=gpu_taint_on_nodes,
             recorded_gpu_taint_keys=recorded_gpu_taint_keys,
+            gpu_model_flavors=gpu_model_flavors,
         )
 
     if context is None:
@@ -443,11 +466,15 @@ def plan_children(
                 "children",
                 meta.uid,
                 *_spec_version(workload),
+                # A KaiwoJob whose running child is kept is planned as that kind, with the
+                # generation of the spec that asks for the other one (decision 0247).
+                _main_kind(workload),
                 allocation,
                 priority,
                 download_state,
                 gpu_taint_on_nodes,
                 recorded_gpu_taint_keys,
+                gpu_model_flavors,
             ),
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
@@ -457,7 +484,7 @@ def plan_children(
         observed_download_job,
         observed_claims,
         context,
-        downloading=download_state is DownloadState.PENDING,
+        download_state=download_state,
     )
     conditions = list(built.conditions)
     main_child = None
@@ -467,6 +494,9 @@ def plan_children(
             if main_made_anew is not None and observed_main_child is not None
             else _reconcile_with_observed(built.main, observed_main_child, context, built.origins)
         )
+        if kind_kept is not None:
+            also = f" {applied.message}" if applied.status == "False" else ""
+            applied = _not_applied(kind_kept + also)
         conditions.append(applied)
         desired += [main, *built.others] if main is not None else built.others
         main_child = built.main_ref
@@ -487,7 +517,7 @@ def _storage_as_it_exists(
     observed_claims: Sequence[Mapping[str, Any]],
     context: PlanningContext | None,
     *,
-    downloading: bool,
+    download_state: DownloadState,
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """The storage children to apply, given those that exist, and what a user is told of
     the changes they leave out (of the download Job's, only while it has not finished: an
@@ -504,14 +534,27 @@ def _storage_as_it_exists(
             # It names the uids of the claims it fills: one that filled a claim since deleted
             # is not desired (deleted), and the next plan makes a new one for the new, empty
             # claim (decision 0140).
+            if observed_download_job is None and download_state is DownloadState.SUCCEEDED:
+                # Succeeded, then removed by someone (kubectl delete job, a clean-up policy):
+                # the data is still in the claims it filled (one made anew makes the state
+                # PENDING, decision 0140). Made again, it downloaded once more, and the
+                # workload's running child was deleted meanwhile (decision 0248).
+                continue
             if observed_download_job is not None and claims_made_anew(
                 observed_download_job, observed_claims
             ):
                 continue
             job = with_claims_it_fills(child, observed_claims)
+            if observed_download_job is not None:
+                # It names the configuration it was made with, not the spec's of now: the
+                # download runs once, and an edit of what it fetches is told (decision 0248).
+                made_with = made_with_configuration(observed_download_job)
+                if made_with is not None and made_with != made_with_configuration(job):
+                    notes.append(_download_configuration_kept_note(job, download_state))
+                job = with_configuration(job, made_with)
             update = existing_job_update(job, observed_download_job, context)
             desired.append(update.manifest)
-            if downloading and update.not_applied:
+            if download_state is DownloadState.PENDING and update.not_applied:
                 notes.append(_download_kept_note(update))
         elif child["kind"] == "PersistentVolumeClaim" and _name_of(child) in claims:
             claim = claim_update(child, claims[_name_of(child)])
@@ -537,6 +580,30 @@ def _download_kept_note(update: JobUpdate) -> str:
     )
 
 
+def _download_configuration_kept_note(job: Mapping[str, Any], state: DownloadState) -> str:
+    """What a user who edited what the download fetches (``storage.data.download``,
+    ``storage.huggingFace.preCacheRepos``, their mount paths) once the download Job exists is
+    told: its ConfigMap follows the spec, but the Job ran, or runs, with what it read when its
+    pod started (decision 0248)."""
+    metadata = job["metadata"]
+    name, namespace = metadata["name"], metadata.get("namespace", "")
+    edited = (
+        "The download configuration was edited (storage.data.download, "
+        "storage.huggingFace.preCacheRepos or their mount paths)"
+    )
+    if state is DownloadState.PENDING:
+        return (
+            f"{edited} while download Job {name} runs: it reads its configuration once, when "
+            f"its pod starts, and may go on with the earlier one; delete the Job (kubectl "
+            f"delete job -n {namespace} {name}) and the next one is made from the edited spec"
+        )
+    return (
+        f"{edited} after download Job {name} finished: nothing more is downloaded, and the "
+        "workload runs on what that download fetched. A download runs once; delete and "
+        "re-create the workload to download what the spec says now"
+    )
+
+
 def _name_of(obj: Mapping[str, Any]) -> object:
     meta = obj.get("metadata")
     return meta.get("name") if isinstance(meta, Mapping) else None
@@ -558,6 +625,13 @@ def _spec_version(workload: Workload) -> tuple[object, ...]:
         tuple(sorted((meta.labels or {}).items())),
         tuple(sorted((meta.annotations or {}).items())),
     )
+
+
+def _main_kind(workload: Workload) -> bool:
+    """Whether the spec asks for a Ray child (a RayJob, or a RayService in an AppWrapper)."""
+    if isinstance(workload, KaiwoJob):
+        return workload.spec.is_ray_job
+    return workload.spec.is_ray_service
 
 
 def _marked_with_split(
@@ -589,6 +663,7 @@ def _build_children(
     download_state: DownloadState,
     gpu_taint_on_nodes: bool,
     recorded_gpu_taint_keys: tuple[str, ...],
+    gpu_model_flavors: tuple[tuple[tuple[str, str], ...], ...] = (),
 ) -> _BuiltChildren:
     defaults = child_defaults(
         config,
@@ -628,7 +703,13 @@ def _build_children(
     others: list[dict[str, Any]] = []
     if not (waiting or failed):
         build = _job_children if identity.workload_type == "job" else _service_children
-        main, *others = build(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
+        main, *others = build(
+            inputs,
+            allocation=allocation,
+            defaults=defaults,
+            namespace=namespace,
+            gpu_model_flavors=gpu_model_flavors,
+        )
         main = _marked_with_split(main, allocation, workload.spec.gpus)
     return _BuiltChildren(
         storage=tuple(storage_children),

@@ -10,11 +10,13 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   first; each one's demand is its GPUs less the GPUs already being freed for it: first those
   of the victims that name it (``freed_for``: of either preemption, decision 0150), then
   those of preemptions in flight for its vendor that name nobody (decided and not yet
-  observed, or ``Always`` victims still stopping), shared oldest first. For the rest of its
-  demand the **fewest** victims are chosen that together cover it, and among equally few the
-  **longest idle** first. When all unclaimed eligible victims together cannot cover it,
-  nobody is preempted for it (stopping some would free GPUs it still could not use). A
-  victim serves one beneficiary.
+  observed, or ``Always`` victims still stopping), shared oldest first. A victim can serve it
+  only where Kueue would give the waiting workload what the victim frees
+  (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
+  one cohort. For the rest of its demand the **fewest** victims are chosen that together
+  cover it, and among equally few the **longest idle** first. When all unclaimed eligible
+  victims together cannot cover it, nobody is preempted for it (stopping some would free
+  GPUs it still could not use). A victim serves one beneficiary.
 
 Pure: every input is passed in, ``now`` included; the same inputs give the same victims.
 """
@@ -35,6 +37,27 @@ IdlePolicy = Literal["OnPressure", "Always"]
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaScope:
+    """Where Kueue counts a workload's GPUs: its ClusterQueue, and that queue's cohort ("" for
+    none). Quota a workload frees goes to workloads of its own ClusterQueue, and is lent only
+    within its cohort."""
+
+    cluster_queue: str
+    cohort: str = ""
+
+
+def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bool:
+    """Whether stopping the ``victim`` can let Kueue admit the ``waiting`` workload: both in
+    one ClusterQueue, or in two of one cohort. A workload of unknown scope (None: Kueue does
+    not queue it, or it is not one of Kaiwo's kinds) may free what the other waits for."""
+    if victim is None or waiting is None:
+        return True
+    if victim.cluster_queue == waiting.cluster_queue:
+        return True
+    return bool(victim.cohort) and victim.cohort == waiting.cohort
+
+
+@dataclass(frozen=True, slots=True)
 class IdleWorkload:
     """A running, opted-in workload that the monitor reports idle since ``idle_since``."""
 
@@ -46,6 +69,7 @@ class IdleWorkload:
     """Time of the reading that last confirmed the idle stretch."""
     grace: timedelta
     policy: IdlePolicy
+    quota: QuotaScope | None = None
 
     @property
     def idle_for(self) -> timedelta:
@@ -60,6 +84,7 @@ class GpuDemand:
     vendor: str
     gpus: int
     pending_since: datetime
+    quota: QuotaScope | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +135,11 @@ def decide_idle_preemptions(
         demand = waiting.gpus - named - covered
         if demand <= 0:
             continue
-        candidates = [w for w in unclaimed if w.vendor.lower() == vendor]
+        candidates = [
+            w
+            for w in unclaimed
+            if w.vendor.lower() == vendor and frees_quota_for(w.quota, waiting.quota)
+        ]
         victims = fewest_covering(candidates, demand)
         for victim in victims:
             unclaimed.remove(victim)

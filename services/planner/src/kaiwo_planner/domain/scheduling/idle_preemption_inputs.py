@@ -11,12 +11,19 @@ the monitor's findings: the inputs of
   aggregation) is below the workload's threshold and the monitor judged it against a
   threshold no higher (decision 0038). A forged finding cannot opt a workload in, shorten its
   grace period or change its policy;
-* waiting: PENDING ones with GPUs, pending for longer than
+* waiting: PENDING ones with GPUs, and running Deployment-based KaiwoServices for the GPUs
+  of their pods Kueue has not admitted (a scale-up or rollout waiting for quota), pending for
+  longer than
   ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
   through PENDING briefly; that is not pressure), since their current wait began
   (:func:`~kaiwo_planner.domain.status.kueue_admission.pending_since`, decision 0191), or
   their ``creationTimestamp``; not those being deleted, or in a Namespace being deleted
   (decision 0130);
+* where Kueue counts each one's GPUs (:class:`~kaiwo_planner.domain.scheduling.idle_preemption.
+  QuotaScope`, decision 0236): its queue (``spec.clusterQueue`` or the KaiwoConfig's
+  default, the LocalQueue the operator makes under that name) and the cohort of the observed
+  ClusterQueue of that name. A Deployment-based KaiwoService none of whose pods Kueue made a
+  Workload for (a namespace Kueue does not manage) holds no quota: its scope is unknown;
 * in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
@@ -60,7 +67,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig, KaiwoGpuPreemptionConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import (
@@ -83,6 +90,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     released_pods_of,
     running_child_of,
     vendor_gpu_stats,
+    wire_workload_shape,
 )
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
@@ -99,6 +107,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdlePreemptionDecision,
     IdleWorkload,
+    QuotaScope,
     decide_idle_preemptions,
 )
 from kaiwo_planner.domain.scheduling.preemption import PREEMPTION_REASON
@@ -107,12 +116,14 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     parse_time,
     pending_threshold,
     waits_for_nothing,
+    workload_queue,
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
+from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.kueue_admission import pending_since
+from kaiwo_planner.domain.status.kueue_admission import kueue_admitted, pending_since
 from kaiwo_planner.domain.status.workload_events import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -130,11 +141,12 @@ def idle_preemption_decision(context: PlanningContext, *, now: datetime) -> Idle
 def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     cluster = context.cluster
     threshold = pending_threshold(context)
-    defaults = kaiwo_config(context).spec.gpu_preemption
+    config = kaiwo_config(context)
     idle: list[IdleWorkload] = []
     pending: list[GpuDemand] = []
     in_flight: dict[str, int] = defaultdict(int)
     freed_for: dict[str, int] = defaultdict(int)
+    cohorts = _cohorts(cluster)
 
     for obj in workloads(cluster):
         status, spec = obj.get("status"), obj.get("spec")
@@ -148,9 +160,11 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         if uid in context.preempting:
             in_flight[vendor] += _held_gpus(obj, context)
         elif phase in _RUNNING:
-            counted = _idle_reading(obj, cluster.findings.get(uid), cluster, defaults, now=now)
-            if counted is not None:
-                idle.append(_idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context)))
+            part = _running_part(obj, context, vendor, config, cohorts, now=now)
+            if isinstance(part, IdleWorkload):
+                idle.append(part)
+            elif part is not None and now - part.pending_since > threshold:
+                pending.append(part)
         elif phase == _PENDING and (gpus := _held_gpus(obj, context)) > 0:
             if waits_for_nothing(obj, cluster):
                 continue
@@ -158,7 +172,8 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 (obj.get("metadata") or {}).get("creationTimestamp")
             )
             if since is not None and now - since > threshold:
-                pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))
+                scope = _quota_scope(obj, cluster, config, cohorts)
+                pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since, scope))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
                 in_flight[vendor] += _held_gpus(obj, context)
@@ -171,6 +186,92 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
 
 
 _PENDING = WorkloadStatus.PENDING.value
+
+
+def _running_part(
+    obj: Mapping[str, Any],
+    context: PlanningContext,
+    vendor: str,
+    config: KaiwoConfig,
+    cohorts: Mapping[str, str],
+    *,
+    now: datetime,
+) -> IdleWorkload | GpuDemand | None:
+    """A running workload's part in the decision: idle (its idle stretch counts), waiting
+    for the GPUs of its pods Kueue has not admitted (:func:`_replicas_waiting`), or none."""
+    cluster = context.cluster
+    finding = cluster.findings.get(object_uid(obj))
+    counted = _idle_reading(obj, finding, cluster, config.spec.gpu_preemption, now=now)
+    if counted is not None:
+        scope = _quota_scope(obj, cluster, config, cohorts)
+        return _idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context), quota=scope)
+    return _replicas_waiting(obj, context, vendor, config, cohorts)
+
+
+def _replicas_waiting(
+    obj: Mapping[str, Any],
+    context: PlanningContext,
+    vendor: str,
+    config: KaiwoConfig,
+    cohorts: Mapping[str, str],
+) -> GpuDemand | None:
+    """The GPUs of a running Deployment-based KaiwoService's pods that Kueue has not admitted
+    (a scale-up, a rollout waiting for quota: Kueue admits its pods one by one), waiting since
+    the first of their Workloads was made; None when every pod is admitted, or the workload
+    is of another shape (a Job, RayJob or AppWrapper is admitted whole). Upstream counts such
+    a service as waiting for GPUs (its gated pod's Workload without quota, §11.3); its status
+    says RUNNING or READY here, so it was no pressure (decision 0236)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    if wire_workload_shape(str(obj.get("kind") or ""), spec) != "deployment":
+        return None
+    cluster = context.cluster
+    pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
+    queued = [w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod))]
+    waiting = [w for w in queued if not kueue_admitted(w.get("status") or {})]
+    times = [
+        at
+        for w in waiting
+        if (at := parse_time((w.get("metadata") or {}).get("creationTimestamp"))) is not None
+    ]
+    if not times:
+        return None
+    gpus = _held_gpus(obj, context) * len(waiting) // len(queued)
+    if gpus <= 0:
+        return None
+    scope = _quota_scope(obj, cluster, config, cohorts)
+    return GpuDemand(ObjectRef.key_of(obj), vendor, gpus, min(times), scope)
+
+
+def _cohorts(cluster: ClusterState) -> dict[str, str]:
+    """The cohort of each observed ClusterQueue by name ("" for none): ``spec.cohort`` as the
+    watcher reads ClusterQueues (v1beta1), ``spec.cohortName`` as v1beta2 calls it."""
+    found: dict[str, str] = {}
+    for queue in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
+        spec = queue.get("spec")
+        name = (queue.get("metadata") or {}).get("name")
+        if isinstance(spec, Mapping) and isinstance(name, str):
+            cohort = spec.get("cohort") or spec.get("cohortName") or ""
+            found[name] = cohort if isinstance(cohort, str) else ""
+    return found
+
+
+def _quota_scope(
+    obj: Mapping[str, Any], cluster: ClusterState, config: KaiwoConfig, cohorts: Mapping[str, str]
+) -> QuotaScope | None:
+    """Where Kueue counts the Kaiwo workload's GPUs (module docstring). Its Job, RayJob or
+    AppWrapper carries the queue label, so Kueue queues it in any namespace; a Deployment's
+    pods only where Kueue manages the namespace, seen by the Workloads Kueue made for them."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    if wire_workload_shape(str(obj.get("kind") or ""), spec) == "deployment":
+        pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
+        if not any(cluster.kueue_workloads_for(object_uid(pod)) for pod in pods):
+            return None
+    queue = workload_queue(spec, config)
+    return QuotaScope(cluster_queue=queue, cohort=cohorts.get(queue, ""))
 
 
 def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:
@@ -345,6 +446,7 @@ def _idle(
     *,
     vendor: str,
     gpus: int,
+    quota: QuotaScope | None,
 ) -> IdleWorkload:
     """The idle workload ``obj``, whose reading counts (:func:`_idle_reading`)."""
     finding, settings, idle_since = counted
@@ -356,6 +458,7 @@ def _idle(
         evidence_at=finding.at,
         grace=settings.grace_period,
         policy=settings.policy,
+        quota=quota,
     )
 
 

@@ -150,6 +150,16 @@ def _failure(observed: ObservedChildren) -> ConditionSpec:
     return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
 
 
+def failed_job_cause(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
+    """Why the batch Job ``job`` failed: its own ``Failed`` reason and message, then what its
+    last failed pod among ``pods`` says ("Job x: ...; pod x-7k2p: container c exited with
+    code 1 (Error): ..."). The download Job's cause too (decision 0248)."""
+    name = str((job.get("metadata") or {}).get("name") or "")
+    _, message = _job_failure(job, name)
+    last_pod = _last_failed_pod(pods, owner_uid=object_uid(job))
+    return f"{message}; {last_pod}" if last_pod else message
+
+
 def _job_failure(job: Mapping[str, Any], name: str) -> tuple[str, str]:
     status = job.get("status") or {}
     for condition_type in ("Failed", "FailureTarget"):

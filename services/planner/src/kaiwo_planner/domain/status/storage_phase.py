@@ -13,6 +13,7 @@ from typing import Any, Literal
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.children.downloads import claims_made_anew
+from kaiwo_planner.domain.status.child_health import failed_job_cause
 from kaiwo_planner.domain.status.child_phase import batch_job_phase
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.workload_events import event_reason
@@ -59,7 +60,14 @@ def download_observation(
     job: Mapping[str, Any] | None,
     previous: Mapping[str, Any] | None,
     claims: Sequence[Mapping[str, Any]] = (),
+    pods: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[WorkloadStatus, ConditionSpec | None]:
+    """The download's phase for the workload and its ``DownloadJobSucceeded`` condition.
+
+    A failed download tells why, from the Job and its failed pod among ``pods`` (the
+    downloader's exit code and message: a bucket that does not exist, a wrong key). FAILED
+    is final, and the finished pod may not outlive the Job for long; "Download job failed"
+    alone left the user to find both (decision 0248)."""
     anew = claims_made_anew(job, claims, succeeded_at=succeeded_at(previous))
     if anew:
         # The volume the download filled was deleted, and the one there now (or soon) is
@@ -72,6 +80,8 @@ def download_observation(
         return WorkloadStatus.NEW, None
     job_phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
     storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
+    if storage_phase is WorkloadStatus.FAILED:
+        message = f"{message}: {failed_job_cause(job, pods)}"
     return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
 
 

@@ -19,6 +19,9 @@ from kaiwo_planner.domain.status.conditions import (
 )
 from kaiwo_planner.domain.status.kueue_admission import PREEMPTED, kueue_eviction
 
+_DOWNLOAD_JOB_SUCCEEDED: Final = "DownloadJobSucceeded"
+"""``storage_phase.DOWNLOAD_JOB_SUCCEEDED``, which imports this module."""
+
 WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
 """The condition that says why a workload was stopped before its end."""
 
@@ -131,6 +134,11 @@ def transition_events(
 def _explained(phase: WorkloadStatus, conditions: Sequence[ConditionSpec]) -> EventIntent | None:
     """The Event of entering ``phase`` with its cause, when a condition tells one."""
     health = observed_condition(conditions, CHILD_HEALTHY)
+    if phase is WorkloadStatus.FAILED and (health is None or health.status != "False"):
+        # A failed download fails the workload before any child of its own runs, and its
+        # DownloadJobSucceeded condition tells why (decision 0248).
+        download = observed_condition(conditions, _DOWNLOAD_JOB_SUCCEEDED)
+        health = download if download is not None and download.reason == "JobFailed" else None
     if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
         return EventIntent(
             type="Warning",

@@ -332,6 +332,7 @@ def _observe(
             observed.download_job,
             condition_of(previous, DOWNLOAD_JOB_SUCCEEDED),
             observed.pvcs,
+            observed.pods,
         )
         if download_condition is not None:
             conditions.append(download_condition)

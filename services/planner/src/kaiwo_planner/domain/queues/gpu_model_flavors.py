@@ -1,0 +1,86 @@
+"""The flavors of a workload's queue whose nodes hold one of its ``gpuModels`` (decision 0237).
+
+A workload's ``gpuModels`` is a required node affinity on ``kaiwo/gpu-model``. Kueue chooses
+a flavor by the node labels its flavors declare, and no flavor declares ``kaiwo/gpu-model``:
+Kueue ignores that affinity and admits the workload into the first flavor with quota. In a
+queue of two GPU models that can be the other model's flavor; the pod then asks for that
+flavor's nodes and for a model none of them has, and waits for ever while the right flavor's
+quota is free (seen on the real stack).
+
+So the pods' affinity also names the flavors that can run them: one node-selector term per
+flavor of the queue whose nodes hold one of the models, each that flavor's node labels with
+the model. Kueue reads the labels its flavors declare and chooses among those flavors only;
+the scheduler reads the terms as one choice among them.
+
+Pure: the queue's observed ClusterQueue and ResourceFlavors, and the nodes, are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kaiwo_planner.domain.queues.node_pools import GPU_MODEL_LABEL
+from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
+from kaiwo_planner.domain.state.nodes import NodeInfo
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+
+FlavorLabels = tuple[tuple[str, str], ...]
+"""A flavor's node labels, sorted by key (hashable: it keys the children's cache)."""
+
+
+def gpu_model_flavors(
+    context: PlanningContext, *, queue: str, gpu_key: str, gpu_models: Sequence[str]
+) -> tuple[FlavorLabels, ...]:
+    """The node labels of the flavors of ``queue`` whose nodes hold one of ``gpu_models``,
+    as observed (:func:`flavors_holding_models`)."""
+    if not gpu_models:
+        return ()
+    cluster = context.cluster
+    cluster_queue = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=queue)
+    if cluster_queue is None:
+        return ()
+    flavors = []
+    for name in gpu_flavor_names(cluster_queue, gpu_key):
+        found = cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
+        if found is None:
+            return ()  # not all known: leave the choice to Kueue as it was
+        labels = (found.get("spec") or {}).get("nodeLabels") or {}
+        flavors.append(labels if isinstance(labels, Mapping) else {})
+    return flavors_holding_models(flavors, cluster.nodes, gpu_models)
+
+
+def gpu_flavor_names(cluster_queue: Mapping[str, Any], gpu_key: str) -> tuple[str, ...]:
+    """The flavors, in order, of the ClusterQueue's resource groups that cover ``gpu_key``."""
+    names: list[str] = []
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or ():
+        if gpu_key not in (group.get("coveredResources") or ()):
+            continue
+        for flavor in group.get("flavors") or ():
+            name = flavor.get("name")
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def flavors_holding_models(
+    flavors: Sequence[Mapping[str, str]], nodes: Iterable[NodeInfo], gpu_models: Sequence[str]
+) -> tuple[FlavorLabels, ...]:
+    """The node labels of the ``flavors`` (in order) some node of which carries
+    ``kaiwo/gpu-model`` of one of ``gpu_models``; () when that is every flavor (Kueue's
+    choice is right whatever it is: nothing to add) or none (no flavor can run the pods:
+    nothing to choose, the pods wait as before)."""
+    models = set(gpu_models)
+    nodes = tuple(nodes)
+    holding = [
+        flavor
+        for flavor in flavors
+        if any(
+            node.labels.get(GPU_MODEL_LABEL) in models
+            and all(node.labels.get(key) == value for key, value in flavor.items())
+            for node in nodes
+        )
+    ]
+    if not holding or len(holding) == len(flavors):
+        return ()
+    return tuple(tuple(sorted((str(k), str(v)) for k, v in flavor.items())) for flavor in holding)

@@ -1,0 +1,235 @@
+"""GPU idle preemption on the real stack frees quota only where Kueue can give it to the
+waiting workload (decision 0236): the real Kueue admits under the KaiwoQueueConfig's two
+ClusterQueues (no cohort), the kube-scheduler binds, kwok runs the pods, the monitor reads a
+small exporter of chosen GPU series. Nothing of Kueue is played by the test.
+
+An idle opted-in KaiwoJob of queue ``qb`` is not preempted for a KaiwoJob waiting in the full
+queue ``qa``: Kueue would give the freed quota back to ``qb`` only, and the waiting job would
+still wait (before the fix it was terminated, and the waiting job stayed PENDING). Once the
+job holding ``qa``'s quota idles too, it is the one preempted, and the waiting job runs.
+
+A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
+admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
+quota, and an idle opted-in job of ``qs`` is preempted for it (before the fix the service,
+RUNNING, was no pressure, and its new replica waited for ever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from kaiwo_kube import AlreadyExists, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.test_real_stack import flavor, kaiwo_job, queue, vllm_service
+from tests.prometheus_server import GpuExporter, GpuSeries
+from tests.real_cluster import RealCluster
+from tests.real_stack import kwok_fleet
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.timeout(600),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+FLEET: Final = tuple(NodeSpec(f"idle-q-mi300x-{i}", MI300X) for i in range(1, 6))
+STEP: Final = 90.0
+OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
+ON_PRESSURE: Final = {
+    f"{OPT_IN}policy": "OnPressure",
+    f"{OPT_IN}grace-period": "2s",
+    f"{OPT_IN}threshold": "50",
+}
+LONG_RUN: Final = 900.0
+QUIET_SECONDS: Final = 20.0
+"""How long the idle job of the other queue is watched: the pending threshold (1 s), its
+grace period (2 s) and the monitor's polling (1 s) pass several times over."""
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Pipeline, GpuExporter]]:
+    async with contextlib.AsyncExitStack() as exits:
+        admin = await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig)
+        exits.push_async_callback(admin.close)
+        await exits.enter_async_context(kwok_fleet(admin, FLEET))
+        exporter = await exits.enter_async_context(GpuExporter().serving())
+        pipeline = await exits.enter_async_context(
+            running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"),
+                real=real_stack,
+                gpu_cluster=False,
+                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"},
+                metrics_endpoint=f"http://{exporter.target}/metrics",
+            )
+        )
+        team_a, team_b = namespaces(pipeline)
+        serving = serving_namespace(pipeline)
+        for namespace in (team_a, team_b, serving):
+            await actors.create_namespace(admin, namespace)
+        await admin.merge_patch(
+            resources.NAMESPACE,
+            serving,
+            {"metadata": {"labels": {"kueue-managed": "true"}}},
+            field_manager="cluster-admin",
+        )
+        await admin.apply(
+            {
+                "apiVersion": actors.KAIWO_API,
+                "kind": "KaiwoQueueConfig",
+                "metadata": {"name": actors.QUEUE_CONFIG},
+                "spec": {
+                    "resourceFlavors": [
+                        {
+                            "name": "mi300x",
+                            "nodeLabels": {"amd.com/gpu.product-name": MI300X.product},
+                        }
+                    ],
+                    "clusterQueues": [
+                        queue("qa", team_a, flavor("mi300x", amd=8)),
+                        queue("qb", team_b, flavor("mi300x", amd=8)),
+                        queue("qs", serving, flavor("mi300x", amd=16)),
+                    ],
+                },
+            },
+            field_manager="cluster-admin",
+            force=False,
+        )
+        await short_pending_threshold(admin)
+        yield pipeline, exporter
+
+
+def namespaces(pipeline: Pipeline) -> tuple[str, str]:
+    return f"{pipeline.namespace}-a", f"{pipeline.namespace}-b"
+
+
+def serving_namespace(pipeline: Pipeline) -> str:
+    return f"{pipeline.namespace}-svc"
+
+
+async def short_pending_threshold(kube: KubernetesAsyncioAdapter) -> None:
+    """A workload waiting 1 s is pressure (the default is minutes)."""
+    spec = {"scheduling": {"pendingThresholdForPreemption": "1s"}}
+    try:
+        await kube.create(
+            {
+                "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+                "kind": "KaiwoConfig",
+                "metadata": {"name": "kaiwo"},
+                "spec": spec,
+            },
+            field_manager="cluster-admin",
+        )
+    except AlreadyExists:
+        await kube.merge_patch(
+            resources.KAIWO_CONFIG, "kaiwo", {"spec": spec}, field_manager="cluster-admin"
+        )
+
+
+def opted_in_job(name: str, namespace: str, queue_name: str) -> dict[str, Any]:
+    job = kaiwo_job(name, namespace, queue_name=queue_name, gpus=8, run_seconds=LONG_RUN)
+    job["metadata"]["annotations"].update(ON_PRESSURE)
+    return job
+
+
+async def running_pod(pipeline: Pipeline, namespace: str, job: str) -> str:
+    async def check() -> str | Pending:
+        listed = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector=f"{actors.JOB_NAME_LABEL}={job}"
+        )
+        running = [p for p in listed.items if p["status"].get("phase") == "Running"]
+        return str(running[0]["metadata"]["name"]) if running else Pending("no pod runs")
+
+    return await eventually(check, what=f"a running pod of {namespace}/{job}", within=STEP)
+
+
+def readings(namespace: str, pod: str, percent: float) -> list[GpuSeries]:
+    return [GpuSeries(namespace, pod, str(gpu), percent) for gpu in range(8)]
+
+
+def terminated_early(workload: dict[str, Any]) -> dict[str, Any] | None:
+    conditions = (workload.get("status") or {}).get("conditions") or ()
+    return next((c for c in conditions if c.get("type") == "WorkloadTerminatedEarly"), None)
+
+
+async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    pipeline, exporter = stack
+    team_a, team_b = namespaces(pipeline)
+    await pipeline.kube.create(opted_in_job("idle-b", team_b, "qb"), field_manager="bob")
+    await pipeline.kube.create(opted_in_job("holder-a", team_a, "qa"), field_manager="alice")
+    await pipeline.reaches("idle-b", "RUNNING", namespace=team_b)
+    await pipeline.reaches("holder-a", "RUNNING", namespace=team_a)
+    idle_pod = await running_pod(pipeline, team_b, "idle-b")
+    holder_pod = await running_pod(pipeline, team_a, "holder-a")
+    exporter.series = [*readings(team_b, idle_pod, 1.0), *readings(team_a, holder_pod, 95.0)]
+
+    # qa is full: the waiting job is PENDING in Kueue's words.
+    waiter = kaiwo_job("waiter-a", team_a, queue_name="qa", gpus=8, run_seconds=LONG_RUN)
+    await pipeline.kube.create(waiter, field_manager="alice")
+    await pipeline.reaches("waiter-a", "PENDING", namespace=team_a)
+
+    # The idle job of qb frees nothing qa could use: it is kept, and the waiting job waits.
+    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
+        idle_b = await pipeline.kube.get(resources.KAIWO_JOB, "idle-b", namespace=team_b)
+        assert idle_b["status"]["status"] == "RUNNING", idle_b["status"]
+        assert terminated_early(idle_b) is None
+        await asyncio.sleep(1.0)
+    idle_b = await pipeline.kube.get(resources.KAIWO_JOB, "idle-b", namespace=team_b)
+    gpu_idle = next(c for c in idle_b["status"]["conditions"] if c["type"] == "GpuIdle")
+    assert gpu_idle["status"] == "True"  # idle all along: only the queue kept it
+
+    # The job holding qa's quota idles: it goes for the waiting job, which then runs.
+    exporter.series = [*readings(team_b, idle_pod, 1.0), *readings(team_a, holder_pod, 1.0)]
+    holder = await pipeline.reaches("holder-a", "TERMINATED", namespace=team_a)
+    reason = terminated_early(holder)
+    assert reason is not None and reason["reason"] == "GpuIdlePreemption"
+    assert f"for pending workload KaiwoJob/{team_a}/waiter-a" in reason["message"]
+    await pipeline.reaches("waiter-a", "RUNNING", namespace=team_a)
+    idle_b = await pipeline.kube.get(resources.KAIWO_JOB, "idle-b", namespace=team_b)
+    assert idle_b["status"]["status"] == "RUNNING"
+
+
+async def test_a_serving_scale_up_waiting_for_quota_gets_an_idle_job_of_its_queue_preempted(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    pipeline, exporter = stack
+    serving = serving_namespace(pipeline)
+    await pipeline.kube.create(opted_in_job("idle-s", serving, "qs"), field_manager="alice")
+    service = vllm_service("chat", serving, clusterQueue="qs", gpusPerReplica=8)
+    await pipeline.kube.create(service, field_manager="erin")
+    await pipeline.reaches("idle-s", "RUNNING", namespace=serving)
+    await pipeline.reaches("chat", "READY", kind=resources.KAIWO_SERVICE, namespace=serving)
+    idle_pod = await running_pod(pipeline, serving, "idle-s")
+    exporter.series = [*exporter.series, *readings(serving, idle_pod, 1.0)]
+
+    # qs is full: the second replica's pod waits at Kueue's gate.
+    await pipeline.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "chat",
+        {"spec": {"replicas": 2}},
+        namespace=serving,
+        field_manager="erin",
+    )
+    idle = await pipeline.reaches("idle-s", "TERMINATED", namespace=serving)
+    reason = terminated_early(idle)
+    assert reason is not None and reason["reason"] == "GpuIdlePreemption"
+    assert f"for pending workload KaiwoService/{serving}/chat" in reason["message"]
+    assert idle["status"]["preemptedFor"]["name"] == "chat"
+    await pipeline.reaches("chat", "READY", kind=resources.KAIWO_SERVICE, namespace=serving)
+    deployment = await pipeline.kube.get(resources.DEPLOYMENT, "chat", namespace=serving)
+    assert deployment["status"]["availableReplicas"] == 2
