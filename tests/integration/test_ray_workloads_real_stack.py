@@ -245,48 +245,6 @@ async def test_a_running_ray_job_deleted_leaves_nothing_behind(stack: Pipeline) 
     await eventually(nothing_left, what="nothing of ray-gone left", within=STEP)
 
 
-async def test_a_ray_jobs_head_and_workers_are_what_the_spec_asks(stack: Pipeline) -> None:
-    """``replicas: 2, gpusPerReplica: 1``: two workers of one GPU (4 CPU and 32Gi per GPU over
-    ``spec.resources``, as the seeds say of a generated spec), a head with none, and the pod sets
-    Kueue reserves."""
-    ns = _namespace(stack, "rays")
-    await stack.kube.create(
-        _kaiwo_job(
-            "ray-sized",
-            ns,
-            queue_name="rays",
-            ray=True,
-            replicas=2,
-            gpusPerReplica=1,
-            resources={"requests": {"cpu": "1", "memory": "4Gi"}},
-            env=[{"name": "MODE", "value": "fast"}],
-        )
-    )
-    pods = await _cluster_running(stack, ns, "ray-sized", 2)
-    seen = sorted(
-        (
-            pod["metadata"]["labels"]["ray.io/node-type"],
-            pod["spec"]["containers"][0]["resources"]["requests"].get("amd.com/gpu", "0"),
-            pod["spec"]["containers"][0]["resources"]["requests"]["memory"],
-            {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}["MODE"],
-        )
-        for pod in pods
-    )
-    # The head: no GPU, KaiwoConfig's headPodMemory (16Gi by default) over spec.resources.
-    assert seen == [
-        ("head", "0", "16Gi", "fast"),
-        ("worker", "1", "32Gi", "fast"),
-        ("worker", "1", "32Gi", "fast"),
-    ]
-    [workload] = (await stack.kube.list(resources.KUEUE_WORKLOAD, namespace=ns)).items
-    assert sorted((p["name"], p["count"]) for p in workload["spec"]["podSets"]) == [
-        ("default-worker-group", 2),
-        ("head", 1),
-        ("submitter", 1),
-    ]
-    await stack.kube.delete(resources.KAIWO_JOB, "ray-sized", namespace=ns)
-
-
 async def test_a_waiting_ray_job_edited_to_fit_the_free_quota_runs(stack: Pipeline) -> None:
     """A Ray job waiting for GPUs a batch job holds, edited down to what is free, is admitted and
     runs with the edited GPUs."""
@@ -308,18 +266,6 @@ async def test_a_waiting_ray_job_edited_to_fit_the_free_quota_runs(stack: Pipeli
     assert worker["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "2"
     for name in ("ray-wait", "holder"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
-
-
-async def test_a_cpu_only_ray_job_runs(stack: Pipeline) -> None:
-    """A Ray job asking for no GPUs is admitted, runs and completes."""
-    ns = _namespace(stack, "rays")
-    await stack.kube.create(_kaiwo_job("ray-cpu", ns, queue_name="rays", ray=True))
-    await stack.reaches("ray-cpu", "RUNNING", namespace=ns, within=STEP)
-    done = await stack.reaches("ray-cpu", "COMPLETE", namespace=ns, within=STEP)
-    schedulable = _condition(done, "Schedulable")
-    assert schedulable is not None
-    assert schedulable["message"] == "Workload does not require GPU resources"
-    await stack.kube.delete(resources.KAIWO_JOB, "ray-cpu", namespace=ns)
 
 
 async def test_a_running_ray_job_switched_to_a_batch_job_runs_on_and_is_told(
