@@ -124,3 +124,45 @@ async def test_both_volumes_at_one_mount_path_are_refused_naming_the_field(
     await kube.create(workload(kind, "own-paths", storage))
     del storage["huggingFace"]["mountPath"]
     await kube.create(workload(kind, "default-path", storage))
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret_volume"),
+    [
+        ("KaiwoJob", {"name": "api-key", "mountPath": "/data"}),
+        ("KaiwoService", {"name": "hf", "mountPath": "/etc/secrets"}),
+    ],
+)
+async def test_a_secret_volume_in_place_of_a_storage_volume_is_refused_naming_the_field(
+    kube: KubernetesAsyncioAdapter, kind: str, secret_volume: dict[str, str]
+) -> None:
+    """Decision 0254: the pods merge volumes by name and mounts by path, so a secret volume at
+    the data volume's path (or named like the cache's volume) replaced it without a word."""
+    storage = {
+        "data": {"storageSize": "1Gi", "mountPath": "/data"},
+        "huggingFace": {"storageSize": "1Gi"},
+    }
+    manifest = workload(kind, "secret-in-place", storage)
+    manifest["spec"]["secretVolumes"] = [{"secretName": "credentials", **secret_volume}]
+
+    with pytest.raises(Invalid) as raised:
+        await kube.create(manifest)
+
+    assert [(cause["field"], cause["message"]) for cause in raised.value.causes] == [
+        (
+            "spec.secretVolumes",
+            "Invalid value: secretVolumes must not be named data or hf nor mounted at "
+            "data.mountPath or huggingFace.mountPath: a pod's volumes are merged by name and "
+            "its mounts by path, so the storage volume would not be mounted (e.g. name the "
+            "entry api-key and mount it at /etc/secrets/api-key)",
+        )
+    ]
+    # A name and a path of its own, or storage not enabled: accepted.
+    manifest["spec"]["secretVolumes"] = [
+        {"secretName": "credentials", "name": "api-key", "mountPath": "/data/keys"}
+    ]
+    await kube.create(manifest)
+    manifest = workload(kind, "storage-off", storage)
+    manifest["spec"]["storage"]["storageEnabled"] = False
+    manifest["spec"]["secretVolumes"] = [{"secretName": "credentials", **secret_volume}]
+    await kube.create(manifest)

@@ -649,6 +649,66 @@ def test_a_download_without_its_volumes_size_is_refused_naming_the_field(
     assert [(problem.path, problem.message) for problem in found] == problems
 
 
+SECRET_VOLUME_IN_PLACE_MESSAGE = (
+    "secretVolumes must not be named data or hf nor mounted at data.mountPath or "
+    "huggingFace.mountPath: a pod's volumes are merged by name and its mounts by path, so the "
+    "storage volume would not be mounted (e.g. name the entry api-key and mount it at "
+    "/etc/secrets/api-key)"
+)
+SIZED_VOLUMES = {
+    "storageEnabled": True,
+    "data": {"storageSize": "5Gi", "mountPath": "/data"},
+    "huggingFace": {"storageSize": "5Gi", "mountPath": "/hf"},
+}
+
+
+@pytest.mark.parametrize(
+    ("storage", "secret_volume", "refused"),
+    [
+        # At a storage volume's path, or named like its pod volume: the claim would not be
+        # mounted (decision 0254).
+        (SIZED_VOLUMES, {"name": "key", "mountPath": "/data"}, True),
+        (SIZED_VOLUMES, {"name": "key", "mountPath": "/hf"}, True),
+        (SIZED_VOLUMES, {"name": "data", "mountPath": "/keys"}, True),
+        (SIZED_VOLUMES, {"name": "hf", "mountPath": "/keys"}, True),
+        # A name and a path of its own (nested is fine): accepted.
+        (SIZED_VOLUMES, {"name": "key", "mountPath": "/data/keys"}, False),
+        # The volume not made, storage not enabled, or the path left to KaiwoConfig (the
+        # planner checks that one): accepted here.
+        (
+            {"storageEnabled": True, "data": {"mountPath": "/data"}},
+            {"name": "data", "mountPath": "/data"},
+            False,
+        ),
+        ({**SIZED_VOLUMES, "storageEnabled": False}, {"name": "hf", "mountPath": "/hf"}, False),
+        (
+            {"storageEnabled": True, "data": {"storageSize": "5Gi"}},
+            {"name": "key", "mountPath": "/workload"},
+            False,
+        ),
+    ],
+)
+def test_a_secret_volume_in_place_of_a_storage_volume_is_refused_naming_the_field(
+    storage: dict[str, Any], secret_volume: dict[str, str], refused: bool
+) -> None:
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve", "namespace": "team-a"},
+        "spec": {
+            "image": "busybox",
+            "storage": storage,
+            "secretVolumes": [{"secretName": "credentials", **secret_volume}],
+        },
+    }
+
+    found = validate_manifest(manifest)
+
+    assert [(problem.path, problem.message) for problem in found] == (
+        [("spec.secretVolumes", SECRET_VOLUME_IN_PLACE_MESSAGE)] if refused else []
+    )
+
+
 # ------------------------------------------------------------------ CRD metadata
 
 

@@ -68,6 +68,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     namespace_config_object,
     namespaces_by_queue,
 )
+from kaiwo_planner.domain.settings.storage_mounts import storage_mount_problems
 from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.config_events import plan_kaiwo_config, plan_namespace_config
@@ -212,6 +213,14 @@ def _plan_workload(
     missing = _missing_identity(workload.metadata.name, workload.metadata.namespace)
     if missing:
         return PlanningResult(plan=_invalid(owner, missing, WorkloadStatus.ERROR, now=now))
+    storage_defaults = kaiwo_config(context).spec.effective_storage
+    mount_problems = storage_mount_problems(
+        workload.spec,
+        default_data_mount_path=storage_defaults.default_data_mount_path,
+        default_hf_mount_path=storage_defaults.default_hf_mount_path,
+    )
+    if mount_problems:
+        return PlanningResult(plan=_invalid(owner, mount_problems, WorkloadStatus.ERROR, now=now))
     try:
         result = plan_workload(workload=workload, context=context, now=now)
     except ArithmeticError as error:

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Final, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel
+from kaiwo_contracts.crds.cel_rules import CEL_VALIDATIONS, raise_broken_rules
 from kaiwo_contracts.crds.core_v1 import EnvVar, LocalObjectReference, ResourceRequirements
 from kaiwo_contracts.crds.kaiwo_v1alpha1.constrained import (
     DURATION_PATTERN,
@@ -48,6 +49,8 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.constrained import (
     must_match,
 )
 from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import (
+    MAX_SECRET_VOLUMES,
+    SECRET_VOLUMES_SPARE_STORAGE_RULE,
     AzureBlobStorageDownloadItem,
     CloudDownloadBucket,
     CloudDownloadFile,
@@ -120,6 +123,11 @@ CATEGORIES = ("kaiwo",)
 class CommonMetaSpec(KubeModel):
     """Fields KaiwoJobSpec and KaiwoServiceSpec share (inlined into both)."""
 
+    # Subclasses inherit the rule (pydantic merges model_config), so both CRDs carry it.
+    model_config = ConfigDict(
+        json_schema_extra={CEL_VALIDATIONS: [SECRET_VOLUMES_SPARE_STORAGE_RULE.schema_entry()]}
+    )
+
     user: str | None = Field(default=None, description="Owner's e-mail; labels the children.")
     pod_template_spec_labels: Annotated[dict[str, str] | None, AfterValidator(checked_labels)] = (
         None
@@ -155,7 +163,7 @@ class CommonMetaSpec(KubeModel):
     image: str | None = Field(default=None, description="Default container image.")
     image_pull_secrets: list[LocalObjectReference] | None = None
     env: list[EnvVar] | None = Field(default=None, description="Added to every main container.")
-    secret_volumes: list[SecretVolume] | None = None
+    secret_volumes: list[SecretVolume] | None = Field(default=None, max_length=MAX_SECRET_VOLUMES)
     ray: bool = Field(default=False, description="Run on Ray (RayJob/RayService).")
     storage: StorageSpec | None = None
     dangerous: bool = Field(default=False, description="Do not add the default security context.")
@@ -178,6 +186,11 @@ class CommonMetaSpec(KubeModel):
                 "replicas must be specified when gpusPerReplica is (the API reference requires "
                 "both); add replicas, e.g. replicas: 1",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _secret_volumes_spare_storage(self) -> Self:
+        raise_broken_rules("Spec", (SECRET_VOLUMES_SPARE_STORAGE_RULE,), self)
         return self
 
 

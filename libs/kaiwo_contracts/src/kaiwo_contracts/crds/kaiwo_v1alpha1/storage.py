@@ -11,7 +11,7 @@ created an HF volume of no size.
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -34,6 +34,14 @@ SECRETS_ROOT = "/app/secrets"
 DOWNLOAD_CONFIG_ROOT = "/config"
 """Where the download Job mounts its configuration."""
 _DOWNLOAD_JOBS_OWN = (SECRETS_ROOT, DOWNLOAD_CONFIG_ROOT)
+
+
+MAX_PATH_LENGTH = 4096
+"""Linux's PATH_MAX: bounds the strings the CEL rules compare (the API server refuses a rule
+whose estimated cost is unbounded), and no path a container can mount is longer."""
+
+MAX_SECRET_VOLUMES = 256
+"""Bounds ``secretVolumes`` for the same reason; a pod mounting more is not one Kaiwo makes."""
 
 
 def secret_file(secret_name: str, secret_key: str) -> str:
@@ -246,6 +254,7 @@ class DataStorageSpec(KubeModel):
     # KaiwoConfig.spec.storage.defaultDataMountPath could never apply (decision 0044).
     mount_path: Annotated[str, NoCrdDefault] = Field(
         default="/workload",
+        max_length=MAX_PATH_LENGTH,
         description="Mount path in the containers; KaiwoConfig's defaultDataMountPath if unset.",
     )
     storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "100Gi".')
@@ -258,6 +267,7 @@ class HfStorageSpec(KubeModel):
     # No CRD default, as for the data volume: KaiwoConfig's defaultHfMountPath applies.
     mount_path: Annotated[str, NoCrdDefault] = Field(
         default="/hf_cache",
+        max_length=MAX_PATH_LENGTH,
         description="Mount path, also HF_HOME; KaiwoConfig's defaultHfMountPath if unset.",
     )
     storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "50Gi".')
@@ -419,8 +429,67 @@ class DownloadTaskConfig(KubeModel):
 class SecretVolume(KubeModel):
     """Mounts a Secret (or one of its keys) as files into the workload's containers."""
 
-    name: str = Field(min_length=1, description="Volume name, unique within the pod.")
+    name: str = Field(
+        min_length=1, max_length=MAX_PATH_LENGTH, description="Volume name, unique within the pod."
+    )
     secret_name: str = Field(min_length=1, description="The Secret to mount.")
     key: str | None = Field(default=None, description="Only this key; whole Secret if unset.")
     sub_path: str | None = Field(default=None, description="File name of the key's content.")
-    mount_path: str = Field(min_length=1, description="Directory in the container.")
+    mount_path: str = Field(
+        min_length=1, max_length=MAX_PATH_LENGTH, description="Directory in the container."
+    )
+
+
+def _cel_secret_volume_spares(volume: str, name: str) -> str:
+    """CEL: secret volume ``v`` neither takes the name nor the given path of the sized
+    storage volume ``volume`` (``data`` or ``huggingFace``), whose pod volume is ``name``."""
+    spec = f"self.storage.{volume}"
+    return (
+        f"(!has({spec}) || !has({spec}.storageSize) || {spec}.storageSize == '' || "
+        f"(v.name != '{name}' && (!has({spec}.mountPath) || v.mountPath != {spec}.mountPath)))"
+    )
+
+
+def secret_volumes_replacing_storage(
+    secret_volumes: list[SecretVolume] | None, storage: StorageSpec | None
+) -> list[SecretVolume]:
+    """The ``secretVolumes`` entries that would replace a storage volume in the pods: named
+    like its pod volume (volumes are merged by name) or mounted at its given ``mountPath``
+    (mounts are merged by path), so the claim would silently not be mounted. As in
+    ``volumes_share_a_mount_path``, only a given path counts: the API server cannot see
+    KaiwoConfig's defaults (the planner checks those, ``storage_mount_clashes``)."""
+    if not secret_volumes or storage is None or not storage.storage_enabled:
+        return []
+    taken: list[tuple[str, str | None]] = []
+    if storage.has_data and storage.data is not None:
+        given = storage.data.mount_path if "mount_path" in storage.data.model_fields_set else None
+        taken.append(("data", given))
+    if storage.has_hf and storage.hugging_face is not None:
+        hf = storage.hugging_face
+        taken.append(("hf", hf.mount_path if "mount_path" in hf.model_fields_set else None))
+    return [
+        secret
+        for secret in secret_volumes
+        if any(secret.name == name or secret.mount_path == path for name, path in taken)
+    ]
+
+
+SECRET_VOLUMES_SPARE_STORAGE_RULE: CelRule[Any] = CelRule(
+    rule=(
+        "!has(self.secretVolumes) || !has(self.storage) || !has(self.storage.storageEnabled) || "
+        "!self.storage.storageEnabled || "
+        "self.secretVolumes.all(v, "
+        f"{_cel_secret_volume_spares('data', 'data')} && "
+        f"{_cel_secret_volume_spares('huggingFace', 'hf')})"
+    ),
+    message=(
+        "secretVolumes must not be named data or hf nor mounted at data.mountPath or "
+        "huggingFace.mountPath: a pod's volumes are merged by name and its mounts by path, so "
+        "the storage volume would not be mounted (e.g. name the entry api-key and mount it at "
+        "/etc/secrets/api-key)"
+    ),
+    field="secretVolumes",
+    holds=lambda spec: not secret_volumes_replacing_storage(spec.secret_volumes, spec.storage),
+    reported_at_field=True,
+)
+"""Sits on ``CommonMetaSpec`` (it sees both ``secretVolumes`` and ``storage``)."""

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.children.downloads import claims_made_anew
+from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.status.child_health import failed_job_cause
 from kaiwo_planner.domain.status.child_phase import batch_job_phase
 from kaiwo_planner.domain.status.conditions import ConditionSpec
@@ -82,7 +83,54 @@ def download_observation(
     storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
     if storage_phase is WorkloadStatus.FAILED:
         message = f"{message}: {failed_job_cause(job, pods)}"
+    elif job_phase in (WorkloadStatus.PENDING, WorkloadStatus.STARTING):
+        waiting = _waiting_pod(pods, owner_uid=object_uid(job))
+        if waiting:
+            message = f"{message}: {waiting}"
     return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
+
+
+def _waiting_pod(pods: Sequence[Mapping[str, Any]], *, owner_uid: str) -> str:
+    """What keeps the download Job's pod from starting, naming the Secrets it needs ("" when
+    none of its pods waits to be created).
+
+    A Secret a download reads that does not exist leaves the pod in ``ContainerCreating``
+    for good: the kubelet says so only in ``FailedMount`` Events, which the operator does not
+    read, and "Download job pending" sent the user nowhere (decision 0254). The pod's own
+    spec names every Secret it mounts; a missing Secret an env var reads (the Hugging Face
+    token) the kubelet tells in the container's waiting message, kept here."""
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Pending" or not _owned_by(pod, owner_uid):
+            continue
+        name = str((pod.get("metadata") or {}).get("name") or "")
+        for container in (pod.get("status") or {}).get("containerStatuses") or ():
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason")
+            if reason == "CreateContainerConfigError":
+                return f"pod {name}: container {container.get('name')} {reason}: " + str(
+                    waiting.get("message") or ""
+                )
+            if reason == "ContainerCreating":
+                secrets = sorted(
+                    {
+                        str(volume["secret"].get("secretName"))
+                        for volume in (pod.get("spec") or {}).get("volumes") or ()
+                        if isinstance(volume.get("secret"), Mapping)
+                    }
+                )
+                if secrets:
+                    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+                    return (
+                        f"pod {name} is ContainerCreating; if it stays so, check that the "
+                        f"Secret(s) it mounts exist in namespace {namespace}: "
+                        f"{', '.join(secrets)} (kubectl describe pod {name} shows its Events)"
+                    )
+    return ""
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    references = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any((ref or {}).get("uid") == uid for ref in references)
 
 
 def succeeded_at(previous: Mapping[str, Any] | None) -> str | None:
