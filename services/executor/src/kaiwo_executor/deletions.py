@@ -1,7 +1,8 @@
 """The deletions of :mod:`kaiwo_executor.apply_plan`: the plan's explicit deletions and the
 finalizers it releases (step 1), the prune (step 6), and deleting a preempted workload or the
 owner (steps 8 and 9). Every delete carries the object's uid as a precondition and propagates
-in the background; NotFound means the object is gone already, which is what was wanted."""
+in the background, but a Job the plan names (``Plan.delete``) in the foreground; NotFound
+means the object is gone already, which is what was wanted."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from kaiwo_contracts.events.results import Operation
 from kaiwo_contracts.plans import FinalizerRelease, ObjectRef, PruneRule
-from kaiwo_kube import Conflict, NotFound, ResourceType
+from kaiwo_kube import Conflict, NotFound, PropagationPolicy, ResourceType
 
 from kaiwo_executor.child_ownership import controlled_by
 from kaiwo_executor.execution_memo import content_hash, object_key
@@ -115,7 +116,7 @@ class Deletions:
                     resource,
                     target.name,
                     namespace=target.namespace,
-                    propagation="Background",
+                    propagation=_explicit_propagation(target),
                     uid=target.uid,
                 )
             except NotFound:
@@ -216,3 +217,12 @@ class Deletions:
         except NotFound:
             return True
         return (live.get("metadata") or {}).get("uid") != target.uid
+
+
+def _explicit_propagation(target: ObjectRef) -> PropagationPolicy:
+    """A plan names a Job to delete when what comes next must wait for its Pods (a Model's
+    eviction after its load, decision 0255): in the foreground, the Job is observed until
+    they are gone. The prune's background delete skips it then (it is being deleted)."""
+    return (
+        "Foreground" if target.kind == "Job" and target.api_version == "batch/v1" else "Background"
+    )

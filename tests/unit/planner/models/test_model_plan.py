@@ -844,6 +844,66 @@ def test_the_evict_job_pulls_with_the_namespaces_secrets_as_the_load_job_does() 
         assert only(plan, "Job")["spec"]["template"]["spec"]["imagePullSecrets"] == wanted
 
 
+def test_a_model_deleted_while_loading_evicts_only_once_the_load_job_and_its_pods_are_gone() -> (
+    None
+):
+    # Evicted in the same plan as the load Job went (in the background), a loader still
+    # writing left files on the shared volume after the eviction (decision 0255).
+    load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
+
+    deleting_it = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, load)
+    load_ref = ObjectRef(
+        api_version="batch/v1",
+        kind="Job",
+        name="load-cache-llm",
+        namespace="ai",
+        uid="uid-load-cache-llm",
+    )
+    assert (deleting_it.delete, desired(deleting_it, "Job")) == ((load_ref,), [])
+    waiting = condition(deleting_it, "CacheEvicted")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"], waiting["message"]) == (
+        "False",
+        "WaitingForLoad",
+        "Job load-cache-llm is being deleted; the files are evicted once it and its Pods are gone",
+    )
+    assert deleting_it.finalizers is None
+
+    going = {**load, "metadata": {**load["metadata"], "deletionTimestamp": "2026-01-01T12:00:00Z"}}
+    still = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, going)
+    assert (still.delete, desired(still, "Job")) == ((), [])
+    assert condition(still, "CacheEvicted")["reason"] == "WaitingForLoad"  # type: ignore[index]
+
+    gone = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC)
+    assert only(gone, "Job") == expected("evict_job")
+
+
+def test_a_model_deleted_while_the_configuration_is_invalid_waits_for_its_loader_image() -> None:
+    # The chart's default loader image, which a cluster pulling only from its mirror cannot
+    # pull, was used instead of the platform's (decision 0255).
+    invalid = models_config("modelRollouts: {surge: -1}\n")
+
+    plan = plan_for(deleting(), invalid, CACHE_PVC)
+
+    assert (desired(plan, "Job"), plan.finalizers) == ([], None)
+    waiting = condition(plan, "CacheEvicted")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"], waiting["message"]) == (
+        "False",
+        "InvalidConfiguration",
+        "waiting for a valid system configuration to make Job evict-cache-llm with its loader "
+        "image: the system configuration kaiwo-system/kaiwo-models is invalid: models.yaml: "
+        "modelRollouts.surge: Input should be greater than or equal to 0",
+    )
+    # An eviction made before goes on as it was made, and ends.
+    made = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC)
+    running = running_job(only(made, "Job"))
+    going_on = plan_for(deleting(), invalid, CACHE_PVC, running)
+    assert only(going_on, "Job")["spec"]["template"] == expected("evict_job")["spec"]["template"]
+    done = plan_for(deleting(), invalid, CACHE_PVC, finished_job(only(made, "Job")))
+    assert done.finalizers == ()
+
+
 def test_a_model_without_cache_never_carries_the_finalizer() -> None:
     plan = plan_for(model({**BASE, "replicas": 1}, finalizers=["kubeai.org/cache-eviction", "x/y"]))
     assert plan.finalizers == ()

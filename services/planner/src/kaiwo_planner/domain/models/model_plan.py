@@ -92,10 +92,17 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
     observed = _observe(model, cluster)
     lookup = models_config(context)
     if model.metadata.deletion_timestamp is not None:
-        config = lookup.config or ModelsConfig.default()
         namespace_name = observed.identity.namespace or ""
         settings = namespace_settings(namespace_config(context, namespace_name), namespace_name)
-        parts = deleting_parts(model, observed, config=config, namespace=settings, cluster=cluster)
+        problem = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
+        parts = deleting_parts(
+            model,
+            observed,
+            config=lookup.config,
+            config_problem=problem,
+            namespace=settings,
+            cluster=cluster,
+        )
     elif lookup.config is None:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
         parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message), model, observed)
