@@ -8,6 +8,7 @@ from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdleWorkload,
+    InFlight,
     QuotaScope,
     decide_idle_preemptions,
 )
@@ -58,7 +59,7 @@ def victims(
     decision = decide_idle_preemptions(
         idle=idle_workloads,
         pending=pending,
-        in_flight=in_flight or {},
+        in_flight=[InFlight(vendor, gpus) for vendor, gpus in (in_flight or {}).items()],
         freed_for=freed_for or {},
         now=NOW,
     )
@@ -174,7 +175,7 @@ def test_always_preempts_after_the_grace_period_without_demand() -> None:
 
 def test_the_reason_names_the_beneficiary_and_the_policy() -> None:
     decision = decide_idle_preemptions(
-        idle=[idle("a", 4)], pending=[waiting("p", 4)], in_flight={}, now=NOW
+        idle=[idle("a", 4)], pending=[waiting("p", 4)], in_flight=(), now=NOW
     )
     (preemption,) = decision.preemptions
     assert preemption.request.reason == "GpuIdlePreemption"
@@ -232,3 +233,28 @@ def test_a_workload_kueue_does_not_queue_may_free_what_another_waits_for() -> No
     assert victims(idle("a", 8, quota=QuotaScope("team-b")), pending=[waiting("p", 8)]) == [
         ("a", "p")
     ]
+
+
+def test_gpus_in_flight_serve_only_a_waiting_workload_their_queue_gives_them_to() -> None:
+    """Decision 0256: 8 GPUs an ``Always`` victim of ``qb`` frees go back to ``qb``. Counted
+    per vendor, they covered ``pa`` of ``qa`` (waiting longer), and the idle ``b`` of ``qb``
+    was stopped for ``pb``, for whom those 8 were coming anyway; ``pa`` stayed waiting."""
+    qa, qb = QuotaScope("qa"), QuotaScope("qb")
+    decision = decide_idle_preemptions(
+        idle=[idle("b", 8, quota=qb)],
+        pending=[waiting("pa", 8, minutes=30, quota=qa), waiting("pb", 8, quota=qb)],
+        in_flight=[InFlight("amd", 8, qb)],
+        now=NOW,
+    )
+    assert decision.preemptions == ()
+    # In one cohort, Kueue lends them to ``qa``: they cover ``pa``, and ``b`` goes for ``pb``.
+    qa, qb = QuotaScope("qa", "shared"), QuotaScope("qb", "shared")
+    decision = decide_idle_preemptions(
+        idle=[idle("b", 8, quota=qb)],
+        pending=[waiting("pa", 8, minutes=30, quota=qa), waiting("pb", 8, quota=qb)],
+        in_flight=[InFlight("amd", 8, qb)],
+        now=NOW,
+    )
+    assert [
+        (p.victim.name, p.beneficiary and p.beneficiary.name) for p in decision.preemptions
+    ] == [("b", "pb")]

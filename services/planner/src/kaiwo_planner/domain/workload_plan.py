@@ -385,7 +385,9 @@ def plan_workload(
         *_pvc_deleting_events(status, previous),
         *_volume_made_anew_events(status, previous),
     )
-    waiting_since = waiting_since_of(workload, decision.phase, allocation, previous)
+    waiting_since = waiting_since_of(
+        workload, decision.phase, allocation, previous, context=context
+    )
     plan = Plan(
         owner=ref,
         observed_generation=meta.generation,

@@ -27,6 +27,7 @@ from kaiwo_planner.domain.scheduling.preemption_candidates import (
     freed_gpus_settle_for,
     preemption_decision,
 )
+from kaiwo_planner.domain.scheduling.replicas_waiting import replicas_waiting
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -81,14 +82,27 @@ def waiting_since_of(
     phase: WorkloadStatus,
     allocation: GpuAllocation,
     observed: Mapping[str, Any],
+    *,
+    context: PlanningContext,
 ) -> datetime | None:
-    """When this workload started waiting for GPUs (None unless it is PENDING with GPUs):
-    when its ``observed`` status says its current wait began, or at its creation. The
-    observed status, as every other workload's is read (:mod:`preemption_candidates`): a
-    condition this plan writes for the first time carries ``now``, not the wait's start."""
-    if phase is not WorkloadStatus.PENDING or allocation.gpus <= 0:
+    """When this workload started waiting for GPUs (None unless it waits for some): PENDING
+    with GPUs, when its ``observed`` status says its current wait began, or at its creation.
+    The observed status, as every other workload's is read (:mod:`preemption_candidates`): a
+    condition this plan writes for the first time carries ``now``, not the wait's start. A
+    running service whose pods Kueue has not all admitted, since the first of their
+    Workloads was made (decision 0256): it names its victims and is planned again when its
+    wait is long enough, as a PENDING one is."""
+    if allocation.gpus <= 0:
         return None
-    return pending_since(observed) or parse_time(workload.metadata.creation_timestamp)
+    if phase is WorkloadStatus.PENDING:
+        return pending_since(observed) or parse_time(workload.metadata.creation_timestamp)
+    if phase.value not in _RUNNING:
+        return None
+    obj = context.cluster.by_uid(workload.metadata.uid or "")
+    waiting = (
+        None if obj is None else replicas_waiting(obj, context.cluster, lambda: allocation.gpus)
+    )
+    return None if waiting is None else waiting.since
 
 
 def replan_moment(

@@ -10,7 +10,8 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   first; each one's demand is its GPUs less the GPUs already being freed for it: first those
   of the victims that name it (``freed_for``: of either preemption, decision 0150), then
   those of preemptions in flight for its vendor that name nobody (decided and not yet
-  observed, or ``Always`` victims still stopping), shared oldest first. A victim can serve it
+  observed, or ``Always`` victims still stopping), shared oldest first, each only where
+  Kueue gives them back to its queue or cohort (decision 0256). A victim can serve it
   only where Kueue would give the waiting workload what the victim frees
   (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
   one cohort. For the rest of its demand the **fewest** victims are chosen that together
@@ -55,6 +56,17 @@ def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bo
     if victim.cluster_queue == waiting.cluster_queue:
         return True
     return bool(victim.cohort) and victim.cohort == waiting.cohort
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """GPUs being freed for nobody named: a preemption decided and not observed yet, or an
+    ``Always`` victim still stopping. Kueue gives them back to the victim's ``quota`` (None:
+    unknown, they may serve any waiting workload)."""
+
+    vendor: str
+    gpus: int
+    quota: QuotaScope | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +121,13 @@ def decide_idle_preemptions(
     *,
     idle: Sequence[IdleWorkload],
     pending: Sequence[GpuDemand],
-    in_flight: Mapping[str, int],
+    in_flight: Sequence[InFlight],
     now: datetime,
     freed_for: Mapping[str, int] | None = None,
 ) -> IdlePreemptionDecision:
-    """Victims, beneficiaries and reasons (module docstring). ``in_flight``: GPUs per vendor
-    being freed by earlier preemptions for nobody named; ``freed_for``: GPUs being freed for
-    the waiting workload of each uid; ``now`` is when the decision is made."""
+    """Victims, beneficiaries and reasons (module docstring). ``in_flight``: GPUs being freed
+    by earlier preemptions for nobody named; ``freed_for``: GPUs being freed for the waiting
+    workload of each uid; ``now`` is when the decision is made."""
     eligible = sorted(
         (w for w in idle if w.gpus > 0 and w.idle_for >= w.grace and w.idle_since <= now),
         key=lambda w: (w.idle_since, w.key),
@@ -126,12 +138,11 @@ def decide_idle_preemptions(
         if w.policy == "Always"
     ]
     unclaimed = [w for w in eligible if w.policy == "OnPressure"]
-    freeing = {vendor.lower(): count for vendor, count in in_flight.items()}
+    left = [max(entry.gpus, 0) for entry in in_flight]
     for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key)):
         vendor = waiting.vendor.lower()
         named = (freed_for or {}).get(waiting.key[4], 0)
-        covered = min(freeing.get(vendor, 0), max(waiting.gpus - named, 0))
-        freeing[vendor] = freeing.get(vendor, 0) - covered
+        covered = _take_in_flight(in_flight, left, waiting, waiting.gpus - named)
         demand = waiting.gpus - named - covered
         if demand <= 0:
             continue
@@ -151,6 +162,28 @@ def decide_idle_preemptions(
                 )
             )
     return IdlePreemptionDecision(preemptions=tuple(preemptions))
+
+
+def _take_in_flight(
+    in_flight: Sequence[InFlight], left: list[int], waiting: GpuDemand, wanted: int
+) -> int:
+    """Take up to ``wanted`` of the GPUs in flight still ``left`` that can serve ``waiting``
+    (its vendor, and quota Kueue would give it: :func:`frees_quota_for`, decision 0256); how
+    many. Counted per vendor alone, GPUs another queue gets back covered the oldest waiting
+    workload, and a younger one of that queue had an idle workload stopped for what was
+    coming to it anyway."""
+    taken = 0
+    for index, entry in enumerate(in_flight):
+        if taken >= wanted:
+            break
+        if entry.vendor.lower() != waiting.vendor.lower():
+            continue
+        if left[index] <= 0 or not frees_quota_for(entry.quota, waiting.quota):
+            continue
+        share = min(left[index], wanted - taken)
+        left[index] -= share
+        taken += share
+    return taken
 
 
 def fewest_covering(candidates: Sequence[IdleWorkload], demand: int) -> tuple[IdleWorkload, ...]:

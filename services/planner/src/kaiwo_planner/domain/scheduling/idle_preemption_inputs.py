@@ -29,15 +29,17 @@ the monitor's findings: the inputs of
   decision made in the moments before it is observed, from other readings (another
   workload's idle stretch confirmed meanwhile), would otherwise choose a second victim for the
   same demand (seen on the real stack). Those include workloads terminated for duration
-  preemption (decision 0148): their GPUs are on their way to a waiting workload too;
+  preemption (decision 0148): their GPUs are on their way to a waiting workload too. Each
+  with its quota scope: Kueue gives the GPUs back to its queue (decision 0256);
 * freed, observed (decision 0150, :mod:`~kaiwo_planner.domain.scheduling.freed_gpus`): the
   victims of either preemption, idle (``GpuIdlePreemption``) or duration
   (``DurationExceededWithActiveGpuDemand``). One that names its waiting workload
   (``status.preemptedFor``) counts for that workload only, while TERMINATING, while its pods
   are observed, and for :data:`FREED_GPUS_SETTLE` after it became TERMINATED; one that names
-  none (an ``Always`` idle victim) counts in flight for its vendor while TERMINATING or its
-  pods are observed. Without the duration victims, the moment one was observed TERMINATING
-  its waiting workload looked unserved and an idle workload was preempted for it as well.
+  none (an ``Always`` idle victim) counts in flight for its vendor and quota scope while
+  TERMINATING or its pods are observed. Without the duration victims, the moment one was
+  observed TERMINATING its waiting workload looked unserved and an idle workload was
+  preempted for it as well.
 
 GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
 GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
@@ -107,10 +109,13 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdlePreemptionDecision,
     IdleWorkload,
+    InFlight,
     QuotaScope,
     decide_idle_preemptions,
 )
+from kaiwo_planner.domain.scheduling.placeable import could_be_placed
 from kaiwo_planner.domain.scheduling.preemption import PREEMPTION_REASON
+from kaiwo_planner.domain.scheduling.replicas_waiting import replicas_waiting
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -123,7 +128,7 @@ from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.kueue_admission import kueue_admitted, pending_since
+from kaiwo_planner.domain.status.kueue_admission import pending_since
 from kaiwo_planner.domain.status.workload_events import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -144,7 +149,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     config = kaiwo_config(context)
     idle: list[IdleWorkload] = []
     pending: list[GpuDemand] = []
-    in_flight: dict[str, int] = defaultdict(int)
+    in_flight: list[InFlight] = []
     freed_for: dict[str, int] = defaultdict(int)
     cohorts = _cohorts(cluster)
 
@@ -158,7 +163,8 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         # The GPUs held are worked out only for a workload that takes part (decision 0158):
         # most running ones are not idle, and finished ones hold nothing.
         if uid in context.preempting:
-            in_flight[vendor] += _held_gpus(obj, context)
+            scope = _quota_scope(obj, cluster, config, cohorts)
+            in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
         elif phase in _RUNNING:
             part = _running_part(obj, context, vendor, config, cohorts, now=now)
             if isinstance(part, IdleWorkload):
@@ -176,7 +182,8 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since, scope))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
-                in_flight[vendor] += _held_gpus(obj, context)
+                scope = _quota_scope(obj, cluster, config, cohorts)
+                in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
             else:
                 freed_for[victim.beneficiary] += _held_gpus(obj, context)
     _foreign(context, idle=idle, pending=pending, in_flight=in_flight, now=now)
@@ -216,32 +223,14 @@ def _replicas_waiting(
     cohorts: Mapping[str, str],
 ) -> GpuDemand | None:
     """The GPUs of a running Deployment-based KaiwoService's pods that Kueue has not admitted
-    (a scale-up, a rollout waiting for quota: Kueue admits its pods one by one), waiting since
-    the first of their Workloads was made; None when every pod is admitted, or the workload
-    is of another shape (a Job, RayJob or AppWrapper is admitted whole). Upstream counts such
-    a service as waiting for GPUs (its gated pod's Workload without quota, §11.3); its status
-    says RUNNING or READY here, so it was no pressure (decision 0236)."""
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return None
-    if wire_workload_shape(str(obj.get("kind") or ""), spec) != "deployment":
-        return None
+    (:func:`~kaiwo_planner.domain.scheduling.replicas_waiting.replicas_waiting`): its status
+    says RUNNING or READY, so it was no pressure (decision 0236)."""
     cluster = context.cluster
-    pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
-    queued = [w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod))]
-    waiting = [w for w in queued if not kueue_admitted(w.get("status") or {})]
-    times = [
-        at
-        for w in waiting
-        if (at := parse_time((w.get("metadata") or {}).get("creationTimestamp"))) is not None
-    ]
-    if not times:
-        return None
-    gpus = _held_gpus(obj, context) * len(waiting) // len(queued)
-    if gpus <= 0:
+    waiting = replicas_waiting(obj, cluster, lambda: _held_gpus(obj, context))
+    if waiting is None:
         return None
     scope = _quota_scope(obj, cluster, config, cohorts)
-    return GpuDemand(ObjectRef.key_of(obj), vendor, gpus, min(times), scope)
+    return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope)
 
 
 def _cohorts(cluster: ClusterState) -> dict[str, str]:
@@ -292,7 +281,7 @@ def _foreign(
     *,
     idle: list[IdleWorkload],
     pending: list[GpuDemand],
-    in_flight: dict[str, int],
+    in_flight: list[InFlight],
     now: datetime,
 ) -> None:
     """Add the GPU workloads no Kaiwo kind owns to ``idle``, ``pending`` and ``in_flight``
@@ -312,7 +301,7 @@ def _foreign(
         ):
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
-            in_flight[vendor] += gpus
+            in_flight.append(InFlight(vendor, gpus))  # its queue is not read (decision 0236)
             continue
         settings = settings_of(root, cluster, defaults) if root is not None else None
         if root is None or settings is None:
@@ -320,7 +309,8 @@ def _foreign(
         metadata = root.get("metadata") or {}
         waiting = waiting_of(root, cluster)
         if waiting is not None:
-            if now - waiting.since > threshold:
+            # A pod no node could hold is helped by nobody's GPUs (decision 0256).
+            if now - waiting.since > threshold and could_be_placed(root, cluster.nodes):
                 pending.append(
                     GpuDemand(ObjectRef.key_of(root), gpu_vendor(root), waiting.gpus, waiting.since)
                 )

@@ -70,7 +70,9 @@ class RunningWorkload:
 @dataclass(frozen=True, slots=True)
 class PendingWorkload:
     """A PENDING KaiwoJob/KaiwoService; ``pending_since`` is when its current wait began, or
-    its creation time (decision 0191; upstream counts from the creation time always)."""
+    its creation time (decision 0191; upstream counts from the creation time always). Or a
+    running service waiting for the GPUs of its pods Kueue has not admitted, since the first
+    of their Workloads was made (decision 0256): it is not its own victim."""
 
     key: RefKey
     gpu_vendor: str
@@ -185,6 +187,8 @@ def _on_their_way(
 def _competes(victim: RunningWorkload | FreeingWorkload, waiting: PendingWorkload) -> bool:
     return (
         victim.gpus > 0
+        # A running service waiting for more replicas is not stopped for itself.
+        and victim.key != waiting.key
         and victim.gpu_vendor.lower() == waiting.gpu_vendor.lower()
         and victim.cluster_queue == waiting.cluster_queue
     )

@@ -28,6 +28,7 @@ both moments of a termination:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,6 +61,7 @@ from kaiwo_planner.domain.scheduling.preemption import (
     RunningWorkload,
     decide_preemptions,
 )
+from kaiwo_planner.domain.scheduling.replicas_waiting import replicas_waiting
 from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
     NAMESPACE_KIND,
@@ -72,6 +74,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     workload_queue,
     workloads,
 )
+from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.status.kueue_admission import pending_since, run_start
@@ -369,11 +372,40 @@ def _decide(context: PlanningContext, now: datetime) -> PreemptionDecision:
     candidates = preemption_candidates(context)
     return decide_preemptions(
         running=candidates.running,
-        pending=candidates.pending,
+        pending=candidates.pending + _replicas_waiting(context, candidates),
         scheduling=kaiwo_config(context).spec.scheduling,
         now=now,
         freeing=freeing_workloads(context, candidates, now=now),
     )
+
+
+def _replicas_waiting(
+    context: PlanningContext, candidates: PreemptionCandidates
+) -> tuple[PendingWorkload, ...]:
+    """The running services whose pods Kueue has not all admitted, waiting for those pods'
+    GPUs (:func:`~kaiwo_planner.domain.scheduling.replicas_waiting.replicas_waiting`), as GPU
+    idle preemption counts them (decision 0256). Read per state, not with the candidates
+    kept per workload object: the pods' Workloads change apart from the workload."""
+    running = {w.key[4]: w for w in candidates.running}
+    found = []
+    for obj in workloads(context.cluster):
+        holder = running.get(object_uid(obj))
+        if holder is None or holder.gpus <= 0:
+            continue
+        # Its GPUs were worked out with the candidates already.
+        waiting = replicas_waiting(obj, context.cluster, functools.partial(int, holder.gpus))
+        if waiting is None:
+            continue
+        found.append(
+            PendingWorkload(
+                key=holder.key,
+                gpu_vendor=holder.gpu_vendor,
+                gpus=waiting.gpus,
+                cluster_queue=holder.cluster_queue,
+                pending_since=waiting.since,
+            )
+        )
+    return tuple(found)
 
 
 def preemption_victims(context: PlanningContext, *, now: datetime) -> tuple[ObjectRef, ...]:
