@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaiwo_contracts.confinement.objects import is_owners
 from kaiwo_contracts.events.results import Operation
 from kaiwo_contracts.plans import FinalizerRelease, ObjectRef, PruneRule
 from kaiwo_kube import Conflict, NotFound, PropagationPolicy, ResourceType
@@ -15,7 +16,7 @@ from kaiwo_kube import Conflict, NotFound, PropagationPolicy, ResourceType
 from kaiwo_executor.child_ownership import controlled_by
 from kaiwo_executor.execution_memo import content_hash, object_key
 from kaiwo_executor.guarded_calls import Failure, GuardedCalls
-from kaiwo_executor.plan_run import PlanRun, is_owners, label_selector
+from kaiwo_executor.plan_run import PlanRun, label_selector
 from kaiwo_executor.step_outcomes import StepOutcome
 
 

@@ -10,7 +10,7 @@ from kaiwo_contracts.plans import Plan
 from kaiwo_kube.resources import NODE
 
 from kaiwo_executor.apply_refusals import Refusal
-from kaiwo_executor.child_ownership import NameConflict, controlled_by
+from kaiwo_executor.child_ownership import NameConflict
 from kaiwo_executor.execution_memo import OwnerMemo
 
 
@@ -55,11 +55,3 @@ def label_selector(labels: dict[str, str]) -> str:
 
 def is_node(manifest: dict[str, Any]) -> bool:
     return (manifest.get("apiVersion"), manifest.get("kind")) == (NODE.api_version, NODE.kind)
-
-
-def is_owners(metadata: dict[str, Any], *, selector: dict[str, str], owner_uid: str | None) -> bool:
-    """Whether a child found by name is the owner's: its inventory labels and controller."""
-    labels = metadata.get("labels") or {}
-    if not selector or any(labels.get(k) != v for k, v in selector.items()):
-        return False
-    return not owner_uid or controlled_by(metadata, owner_uid)

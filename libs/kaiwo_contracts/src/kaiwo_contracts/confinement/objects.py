@@ -43,6 +43,24 @@ def object_refusals(
     return []
 
 
+def is_owners(
+    metadata: Mapping[str, Any], *, selector: Mapping[str, str], owner_uid: str | None
+) -> bool:
+    """Whether an object found by name or by a prune's list is the owner's child: it carries
+    the owner's inventory labels (``selector``) and names the owner (``owner_uid``) as its
+    controller. The executor asks it before it deletes or prunes, and the planner's resync
+    (decision 0250) asks it to tell what the executor would still delete."""
+    labels = metadata.get("labels") or {}
+    if not selector or any(labels.get(key) != value for key, value in selector.items()):
+        return False
+    return not owner_uid or any(
+        isinstance(reference, Mapping)
+        and reference.get("controller") is True
+        and reference.get("uid") == owner_uid
+        for reference in metadata.get("ownerReferences") or ()
+    )
+
+
 def _controlled_by(metadata: Mapping[str, Any], owner: ObjectRef) -> bool:
     return any(
         isinstance(reference, Mapping)

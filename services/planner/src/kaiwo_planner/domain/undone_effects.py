@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from kaiwo_contracts import confinement as owner_kinds
+from kaiwo_contracts.confinement.objects import is_owners
 from kaiwo_contracts.plans import Plan
 
 from kaiwo_planner.domain.state.index_entry import api_group_of, object_identity
@@ -100,7 +101,7 @@ def _unwanted_child(plan: Plan, children: Iterable[Mapping[str, Any]]) -> bool:
         child_metadata = _metadata(child)
         if child_metadata.get("deletionTimestamp"):
             continue
-        if _is_owners(child_metadata, selector=plan.prune_selector, owner_uid=owner.uid):
+        if is_owners(child_metadata, selector=plan.prune_selector, owner_uid=owner.uid):
             return True
     return False
 
@@ -110,7 +111,7 @@ def _still_to_delete(plan: Plan, child: Mapping[str, Any] | None) -> bool:
     if child is None:
         return False
     metadata = _metadata(child)
-    return not metadata.get("deletionTimestamp") and _is_owners(
+    return not metadata.get("deletionTimestamp") and is_owners(
         metadata, selector=plan.prune_selector, owner_uid=plan.owner.uid
     )
 
@@ -126,7 +127,7 @@ def _finalizers_to_release(
     return (
         bool(metadata.get("deletionTimestamp"))
         and any(f in finalizers for f in metadata.get("finalizers") or ())
-        and _is_owners(metadata, selector=plan.prune_selector, owner_uid=plan.owner.uid)
+        and is_owners(metadata, selector=plan.prune_selector, owner_uid=plan.owner.uid)
     )
 
 
@@ -147,24 +148,6 @@ def _labels_differ(
     """The operator's labels (keys ``owns`` accepts) are not exactly ``wanted``."""
     return any(current.get(key) != value for key, value in wanted.items()) or any(
         owns(str(key)) and key not in wanted for key in current
-    )
-
-
-def _is_owners(
-    metadata: Mapping[str, Any], *, selector: Mapping[str, str], owner_uid: str | None
-) -> bool:
-    """Whether the child is the owner's as the executor tells it: the selector's labels, and
-    the owner as its controller (``kaiwo_executor.plan_run.is_owners``)."""
-    labels = metadata.get("labels") or {}
-    if not selector or any(labels.get(key) != value for key, value in selector.items()):
-        return False
-    if not owner_uid:
-        return True
-    return any(
-        isinstance(reference, Mapping)
-        and reference.get("controller") is True
-        and reference.get("uid") == owner_uid
-        for reference in metadata.get("ownerReferences") or ()
     )
 
 
