@@ -82,34 +82,31 @@ async def main(namespace: str | None, new_only: bool, own_key: bool) -> None:
     subject = f"kaiwo.public.workload.{namespace}.>" if namespace else "kaiwo.public.>"
     policy = DeliverPolicy.NEW if new_only else DeliverPolicy.ALL
     js = nc.jetstream()
-    if own_key:
-        # The key's own durable consumer, filtered to its namespace (the only one it may
-        # make): every event once, in stream order, acknowledged when printed.
-        try:
-            pull = await js.pull_subscribe(
-                subject, durable=identity, stream="KAIWO_PUBLIC",
-                config=ConsumerConfig(deliver_policy=policy),
-            )
-        except nats.errors.TimeoutError:  # the server refuses without an answer
-            raise SystemExit(
-                f"subscriber: {seed} may not read {subject} through the consumer {identity} "
-                "(a namespace's key reads that namespace only)"
-            ) from None
-        while True:
-            try:
-                messages = await pull.fetch(100, timeout=5)
-            except nats.errors.TimeoutError:
-                continue
-            for msg in messages:
-                show(msg)
-                await msg.ack()
-    else:
-        # An ordered consumer: every event once, in stream order (so in order per workload).
-        sub = await js.subscribe(
-            subject, stream="KAIWO_PUBLIC", ordered_consumer=True, deliver_policy=policy
+    # A pull consumer: every event once, in stream order (so in order per workload),
+    # acknowledged when printed. The key's own durable one with --own-key, filtered to its
+    # namespace (the only one it may make); else an ephemeral one, named in the create
+    # subject (nats-py names it): the subscriber key is refused the create that names no
+    # consumer (ordered consumers) while a namespace's key is issued with it (decision 0259).
+    try:
+        pull = await js.pull_subscribe(
+            subject,
+            durable=identity if own_key else None,
+            stream="KAIWO_PUBLIC",
+            config=ConsumerConfig(deliver_policy=policy),
         )
-        async for msg in sub.messages:
+    except nats.errors.TimeoutError:  # the server refuses without an answer
+        raise SystemExit(
+            f"subscriber: {seed} may not read {subject} through a consumer"
+            + (f" {identity} (a namespace's key reads that namespace only)" if own_key else "")
+        ) from None
+    while True:
+        try:
+            messages = await pull.fetch(100, timeout=5)
+        except nats.errors.TimeoutError:
+            continue
+        for msg in messages:
             show(msg)
+            await msg.ack()
 
 
 if __name__ == "__main__":

@@ -682,6 +682,82 @@ async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
     assert any("permissions violation for publish" in e and ours.lower() in e for e in errors)
 
 
+async def test_the_subscriber_key_neither_reads_nor_deletes_a_namespace_keys_consumer(
+    tmp_path: Path,
+) -> None:
+    """Decision 0259: the ``subscriber`` key names consumers of its choice on KAIWO_PUBLIC,
+    and could read, acknowledge away and delete team-a's, or, through the create subject
+    that names no consumer, widen its filter or give it a one-second ``inactive_threshold``
+    (the server then deletes it). The server now refuses each of those requests; the key
+    keeps its consumers of any other name, and team-a's tool reads what was published for
+    it."""
+    topology = bus_topology()
+    credentials = write_credentials(
+        tmp_path / "credentials",
+        (*operator_identities(topology), namespace_subscriber_identity("team-a")),
+    )
+    own = "subscriber-team-a"
+    ours = public_workload_subject(namespace="team-a", kind="KaiwoJob", uid=UID)
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        secured = SecuredBus(server=server, credentials=credentials, topology=topology, opened=[])
+        tool = await connect_client(secured.connection(own))
+        subscriber = await connect_client(secured.connection(SUBSCRIBER))
+        try:
+            await (await secured.bus(ADMIN)).ensure_streams()
+            planner = await secured.bus(PLANNER)
+            tools = tool.jetstream(timeout=REFUSED_WITHIN)
+            durable = await tools.pull_subscribe(
+                "kaiwo.public.workload.team-a.>", durable=own, stream=PUBLIC_STREAM
+            )
+            await planner.publish_raw(ours, body=b'{"n": "a1"}', headers={"Nats-Msg-Id": "a1"})
+            js = subscriber.jetstream(timeout=REFUSED_WITHIN)
+            stolen = await js.pull_subscribe_bind(durable=own, stream=PUBLIC_STREAM)
+            refused = await asyncio.gather(
+                stolen.fetch(1, timeout=REFUSED_WITHIN),
+                js.consumer_info(PUBLIC_STREAM, own),
+                js.delete_consumer(PUBLIC_STREAM, own),
+                js.add_consumer(
+                    PUBLIC_STREAM,
+                    ConsumerConfig(name=own, durable_name=own, filter_subject="kaiwo.public.>"),
+                ),
+                return_exceptions=True,
+            )
+            assert [type(answer) for answer in refused] == [nats.errors.TimeoutError] * 4
+            unnamed = {
+                "stream_name": PUBLIC_STREAM,
+                "config": {
+                    "name": own,
+                    "filter_subject": "kaiwo.public.>",
+                    "ack_policy": "explicit",
+                    "inactive_threshold": 1_000_000_000,
+                },
+            }
+            with pytest.raises(nats.errors.TimeoutError):
+                await subscriber.request(
+                    f"$JS.API.CONSUMER.CREATE.{PUBLIC_STREAM}",
+                    json.dumps(unnamed).encode(),
+                    timeout=REFUSED_WITHIN,
+                )
+            # Its own consumers, of any other name, as before.
+            mine = await js.pull_subscribe(
+                "kaiwo.public.>", durable="my-tool", stream=PUBLIC_STREAM
+            )
+            [seen] = await mine.fetch(1, timeout=ARRIVES_WITHIN)
+            assert seen.subject == ours
+            ephemeral = await js.pull_subscribe("kaiwo.public.>", stream=PUBLIC_STREAM)
+            assert len(await ephemeral.fetch(1, timeout=ARRIVES_WITHIN)) == 1
+            await asyncio.sleep(1.5)  # past the one-second inactive_threshold refused above
+            [message] = await durable.fetch(1, timeout=ARRIVES_WITHIN)
+            assert message.data == b'{"n": "a1"}'
+            info = await tools.consumer_info(PUBLIC_STREAM, own)
+            assert info.config.filter_subject == "kaiwo.public.workload.team-a.>"
+        finally:
+            await subscriber.close()
+            await tool.close()
+            for bus in secured.opened:
+                await bus.close()
+
+
 async def make_capturing_bucket(bus: NatsBus, bucket: str, captured: str) -> None:
     """What the key may do by its own right: create the bucket's stream, subjects its choice,
     and everything else as a bucket's (so that nats-py's own look at it passes)."""

@@ -12,6 +12,7 @@ from kaiwo_contracts.events.permissions import (
     cli_identity,
     gateway_identity,
     inbox_prefix,
+    issued_together,
     namespace_subscriber_identity,
     operator_identities,
     reader_identity,
@@ -273,6 +274,39 @@ def test_a_namespaces_subscriber_reads_that_namespace_through_its_own_consumer_o
     )
     assert team_a.streams == ("KAIWO_PUBLIC",)
     assert team_a.consumers == ("subscriber-team-a",)
+
+
+def test_the_subscriber_key_is_denied_every_namespace_keys_consumer_it_is_issued_with() -> None:
+    """Decision 0259: the wildcard that lets ``subscriber`` name any consumer on
+    KAIWO_PUBLIC cannot leave ``subscriber-team-a`` out (a name is one subject token); a
+    ``deny`` of each subject that names it does, and the create subject that names none is
+    not granted. The operator's consumers, on other streams, are no business of this key;
+    without a namespace key nothing changes."""
+    topology = bus_topology()
+    issued = issued_together(
+        (*operator_identities(topology), namespace_subscriber_identity("team-a"))
+    )
+    [subscriber] = [identity for identity in issued if identity.name == "subscriber"]
+
+    # The create subject that names no consumer takes the name from the body: withheld.
+    assert subscriber.permissions.publish == tuple(
+        subject
+        for subject in subscriber_identity().permissions.publish
+        if subject != "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC"
+    )
+    assert "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC.>" in subscriber.permissions.publish
+    assert subscriber.permissions.publish_denied == (
+        "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC.subscriber-team-a.>",
+        "$JS.API.CONSUMER.DURABLE.CREATE.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.INFO.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.DELETE.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.MSG.NEXT.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.ACK.KAIWO_PUBLIC.subscriber-team-a.>",
+        "$JS.FC.KAIWO_PUBLIC.subscriber-team-a.>",
+    )
+    assert [identity.name for identity in issued][-1] == "subscriber-team-a"
+    assert issued_together(operator_identities(topology)) == operator_identities(topology)
 
 
 @pytest.mark.parametrize("namespace", ["Team_A", "team.a", "team-a.>", "", "a" * 60])

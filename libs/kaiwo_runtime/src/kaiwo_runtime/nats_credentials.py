@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nkeys
-from kaiwo_contracts.events.permissions import Identity
+from kaiwo_contracts.events.permissions import Identity, issued_together
 
 SEED_SUFFIX = ".nk"
 PRIVATE_FILE = 0o600
@@ -109,8 +109,9 @@ def _quoted(values: Iterable[str]) -> str:
 
 def _user(issued: IssuedIdentity) -> list[str]:
     permissions = issued.identity.permissions
+    denied = f", deny: {_quoted(permissions.publish_denied)}" if permissions.publish_denied else ""
     publish = (
-        f"publish: {{allow: {_quoted(permissions.publish)}}}"
+        f"publish: {{allow: {_quoted(permissions.publish)}{denied}}}"
         if permissions.publish
         else 'publish: {deny: [">"]}'
     )
@@ -200,7 +201,7 @@ def write_credentials(
         read_seed(seed_file, identity)
         if keep_existing and (seed_file := directory / f"{identity.name}{SEED_SUFFIX}").is_file()
         else issue(identity)
-        for identity in identities
+        for identity in issued_together(identities)
     ]
     seeds = {entry.identity.name: write_seed(directory, entry) for entry in issued}
     config = write_private(

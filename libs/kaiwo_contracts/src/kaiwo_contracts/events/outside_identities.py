@@ -5,7 +5,7 @@ None may publish an event, and none may touch the operator's consumers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kaiwo_contracts.events.identity_names import (
     ADMIN,
@@ -96,14 +96,41 @@ def cli_identity() -> Identity:
     )
 
 
-def subscriber_identity() -> Identity:
+def public_consumer_rights(consumer: str) -> tuple[str, ...]:
+    """Every subject that creates, reads, settles or deletes ``consumer`` on
+    ``KAIWO_PUBLIC``: what the ``subscriber`` key is denied for a consumer another key owns."""
+    stream = PUBLIC_STREAM
+    return (
+        api("CONSUMER", "CREATE", stream, consumer),
+        api("CONSUMER", "CREATE", stream, consumer, EVERYTHING),
+        api("CONSUMER", "DURABLE", "CREATE", stream, consumer),
+        api("CONSUMER", "INFO", stream, consumer),
+        api("CONSUMER", "DELETE", stream, consumer),
+        api("CONSUMER", "MSG", "NEXT", stream, consumer),
+        f"{JS_ACK}.{stream}.{consumer}.{EVERYTHING}",
+        f"{JS_FLOW_CONTROL}.{stream}.{consumer}.{EVERYTHING}",
+    )
+
+
+def subscriber_identity(*, others_consumers: Iterable[str] = ()) -> Identity:
     """Tools outside the operator: the public workload events and nothing else.
 
     No operator consumer reads ``KAIWO_PUBLIC``, so this identity may create, read and delete
     consumers of any name on it (ephemeral and ordered ones included), which a reader of the
     internal streams may not. It publishes no event and reads no other stream or subject.
+
+    ``others_consumers`` are the consumers another key owns there (a namespace key's
+    ``subscriber-<ns>``, decision 0259). A consumer name is one subject token, so the
+    wildcard that grants any name cannot leave them out: the server's ``deny`` of each
+    subject that names one does. And the create subject that names no consumer
+    (``CONSUMER.CREATE.KAIWO_PUBLIC``, nats-py's ordered and push consumers) takes the name
+    from the request's body, where the server then updates that consumer (its filter, its
+    ``inactive_threshold``: measured on nats-server 2.15.1), so while others own consumers
+    this key is not granted it; consumers it names in the subject it keeps.
     """
     stream = PUBLIC_STREAM
+    owned = sorted(set(others_consumers))
+    unnamed_create = () if owned else (api("CONSUMER", "CREATE", stream),)
     return Identity(
         name=SUBSCRIBER,
         description="external subscriber: reads the public workload events only",
@@ -111,7 +138,7 @@ def subscriber_identity() -> Identity:
             publish=(
                 api("INFO"),
                 api("STREAM", "INFO", stream),
-                api("CONSUMER", "CREATE", stream),
+                *unnamed_create,
                 api("CONSUMER", "CREATE", stream, EVERYTHING),
                 api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
                 api("CONSUMER", "INFO", stream, EVERYTHING),
@@ -125,8 +152,27 @@ def subscriber_identity() -> Identity:
                 family_filter(Family.PUBLIC),
                 f"{inbox_prefix(SUBSCRIBER)}.{EVERYTHING}",
             ),
+            publish_denied=unique(*(public_consumer_rights(name) for name in owned)),
         ),
         streams=(stream,),
+    )
+
+
+def issued_together(identities: Sequence[Identity]) -> tuple[Identity, ...]:
+    """``identities`` as one server configuration admits them: the ``subscriber`` key among
+    them denied every consumer another of them owns on ``KAIWO_PUBLIC`` (the consumers of the
+    keys that read that stream only: ``subscriber-<ns>``, decision 0259). Every
+    configuration is rendered through this, so a namespace key added later (``kaiwo nats
+    credentials --keep``) withholds its consumer as soon as the server reads it."""
+    owned = tuple(
+        consumer
+        for identity in identities
+        if identity.name != SUBSCRIBER and identity.streams == (PUBLIC_STREAM,)
+        for consumer in identity.consumers
+    )
+    return tuple(
+        subscriber_identity(others_consumers=owned) if identity.name == SUBSCRIBER else identity
+        for identity in identities
     )
 
 

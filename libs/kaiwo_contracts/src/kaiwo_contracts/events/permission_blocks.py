@@ -25,10 +25,13 @@ class Permissions:
     """Subjects an identity may publish to and subscribe to; nothing else is allowed.
 
     An empty ``publish`` means no publish at all (rendered as a deny of everything: NATS
-    reads a missing list as "anything")."""
+    reads a missing list as "anything"). ``publish_denied`` carves subjects out of what
+    ``publish`` allows (the server's ``deny``, which wins over ``allow``): the consumers of
+    other keys among those a wildcard grants (decision 0259)."""
 
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
+    publish_denied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,8 @@ cli        subscribe to what carries no object (``kaiwo events tail``): the publ
            not observations, plans or dead letters (whole objects, literal ``env`` values
            included: a reader's key reads those). Publish nothing
 subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_PUBLIC``)
-           live or through consumers of any name on that stream; nothing else
+           live or through consumers of any name on that stream but another key's
+           (``subscriber-<ns>``, :func:`issued_together`, decision 0259); nothing else
 subscriber-ns (:func:`namespace_subscriber_identity`, one per namespace asked for) read
            ``kaiwo.public.workload.<ns>.>`` live or through its own durable consumer
            ``subscriber-<ns>``, created with that filter; nothing else (decision 0164)
@@ -103,6 +104,7 @@ from kaiwo_contracts.events.messenger import (
 from kaiwo_contracts.events.outside_identities import (
     CLI_SUBJECTS,
     cli_identity,
+    issued_together,
     namespace_subscriber_identity,
     namespace_subscriber_name,
     reader_identity,
@@ -347,6 +349,7 @@ __all__ = [
     "console_identity",
     "gateway_identity",
     "inbox_prefix",
+    "issued_together",
     "lease_keys",
     "namespace_subscriber_identity",
     "namespace_subscriber_name",
