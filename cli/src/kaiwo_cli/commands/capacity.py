@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from kaiwo_cli.cluster_port import ClusterReader
 
 
+KUEUE_NOT_SERVED = (
+    "Kueue is not installed: the cluster does not serve kueue.x-k8s.io/v1beta1 ClusterQueues, "
+    "so no workload is admitted (KaiwoJobs and KaiwoServices wait in PENDING) and the "
+    "KaiwoQueueConfig makes no queues; install it: docs/operations.md, What the cluster needs"
+)
+
+
 @click.command()
 @namespace_option
 @all_namespaces_option
@@ -40,18 +47,28 @@ def queues(
 
     async def work(kube: ClusterReader) -> str:
         from kaiwo_contracts.queue_estimates.kueue import cluster_estimates, declared_durations
-        from kaiwo_kube import resources
+        from kaiwo_kube import KubeError, NotFound, resources
 
         from kaiwo_cli.capacity_views import cluster_queue_table, local_queue_table, pending_table
         from kaiwo_cli.cluster_access import (
             context_namespace,
+            is_forbidden,
             kueue_workloads,
             optional_list,
             queue_world,
-            readable_list,
         )
 
-        cluster_queues = await readable_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+        try:
+            cluster_queues: list[dict[str, Any]] | None = (
+                await kube.list(resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+            ).items
+        except NotFound:
+            # Only an unserved kind makes the list of a cluster-wide kind 404.
+            return KUEUE_NOT_SERVED
+        except KubeError as error:
+            if not is_forbidden(error):
+                raise
+            cluster_queues = None
         if cluster_queues is None:
             # A namespace's `edit`: the cluster's queues are not the user's to see; their
             # namespace's LocalQueues may be (decision 0143).

@@ -300,6 +300,8 @@ def _print_summary(stack: LocalStack) -> None:
     kubeconfig = stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"
     table.add_row("cluster", f"{kubeconfig} (kube-system uid {stack.cluster_uid})")
     table.add_row("scheduler", stack.scheduler_note)
+    if stack.prerequisites_note:
+        table.add_row("prerequisites", stack.prerequisites_note)
     assert stack.credentials is not None
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
     table.add_row("credentials", f"{stack.credentials.directory} (new at every start)")

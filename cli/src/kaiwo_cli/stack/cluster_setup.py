@@ -19,6 +19,7 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.options import StackError, StackOptions
+from kaiwo_cli.stack.prerequisites import prerequisites_note, read_missing_prerequisites
 from kaiwo_cli.stack.processes import log
 from kaiwo_cli.stack.scheduler import SchedulerError, default_queue_setting, prepare_scheduler
 from kaiwo_cli.stack.third_party import driven_kind_crds
@@ -33,6 +34,9 @@ class PreparedCluster:
     """The cluster's identity: the uid of its kube-system namespace."""
     scheduler_note: str
     """What ``kaiwo up`` did about the scheduler, for its summary."""
+    prerequisites_note: str = ""
+    """Which third-party APIs a real cluster serves or lacks (empty on the fake, which gets
+    stand-ins), for its summary."""
 
 
 async def prepare_cluster(options: StackOptions, kubeconfig: Path | None) -> PreparedCluster:
@@ -64,7 +68,12 @@ async def prepare_cluster(options: StackOptions, kubeconfig: Path | None) -> Pre
         if options.fake_cluster and options.seed_fake_cluster:
             await seed_demo_cluster(kube, options.sandbox)
         note = await _prepare_scheduler(options, kube)
-    return PreparedCluster(uid=uid, scheduler_note=note)
+        prerequisites = ""
+        if not options.fake_cluster:
+            unserved = await read_missing_prerequisites(kube)
+            prerequisites = prerequisites_note(unserved)
+            (log.warning if unserved else log.info)("prerequisites", what=prerequisites)
+    return PreparedCluster(uid=uid, scheduler_note=note, prerequisites_note=prerequisites)
 
 
 async def _identity(kube: KubernetesAsyncioAdapter, where: str) -> str:

@@ -137,6 +137,8 @@ class LocalStack:
         ``operator``), held while the stack runs: see :func:`listen_on_a_free_port`."""
         self.scheduler_note = ""
         """What ``kaiwo up`` did about the scheduler, for its summary."""
+        self.prerequisites_note = ""
+        """Which third-party APIs the cluster serves or lacks, for its summary."""
         self.not_ready: dict[str, str] = {}
         """Optional services that are not running ready after start-up, and why (one line)."""
         self._stopping = False
@@ -209,6 +211,7 @@ class LocalStack:
             self.kubeconfig = await self._local_cluster.start()
         prepared = await prepare_cluster(self.options, self.kubeconfig)
         self.cluster_uid, self.scheduler_note = prepared.uid, prepared.scheduler_note
+        self.prerequisites_note = prepared.prerequisites_note
         # Before NATS opens its directory: the state there must be this cluster's.
         self.cluster_note = bind_state_dir(self.options.state_dir, self.cluster_uid)
         if self.cluster_note is not None:
