@@ -9,7 +9,8 @@ gateway that buffers from one that does not. A completion of the prompt ``hang u
 and never answered (the connection closes); one of ``hold <seconds>`` is answered after that
 long (a request that keeps the server busy, as a long generation would); one of ``headers``
 is answered with the request headers the server received (as JSON pairs, in ``text``) and
-tries to set a cookie.
+tries to set a cookie; one of ``body`` is answered with the body the server received, as
+it came (in ``text``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ async def completions(request: web.Request) -> web.Response:
     prompt = body.get("prompt")
     if isinstance(prompt, str) and prompt.startswith("hold "):
         await asyncio.sleep(float(prompt.removeprefix("hold ")))
+    if prompt == "body":  # what reached the server, byte for byte
+        return web.json_response(
+            {"id": "cmpl-1", "object": "text_completion", "created": CREATED,
+             "model": body.get("model"),
+             "choices": [{"index": 0, "text": (await request.read()).decode(),
+                          "finish_reason": "stop", "logprobs": None}]},
+        )  # fmt: skip
     if prompt == "headers":  # what reached the server, and a cookie it tries to set
         received = json.dumps([[name.lower(), value] for name, value in request.headers.items()])
         return web.json_response(

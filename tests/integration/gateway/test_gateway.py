@@ -284,6 +284,26 @@ async def test_an_adapter_goes_to_a_pod_that_has_it_loaded_under_its_own_name(
         assert answer.choices[0].message.content == "a1|sql|"
 
 
+async def test_an_adapters_request_reaches_its_server_as_sent_but_for_its_name(
+    stack: Stack,
+) -> None:
+    """Parsed and encoded again, ``1e400`` went on as ``Infinity`` (no JSON), the decimal lost
+    its last digits, the first ``n`` was dropped and ``é`` was written as ``\\u00e9``
+    (decision 0262)."""
+    sent = (
+        '{"model": "alpha_sql",  "prompt": "body", "temperature": 1e400,\n'
+        ' "top_p": 0.10000000000000000001, "n": 1, "n": 2, "stop": ["\\u00e9", "é"]}'
+    )
+
+    status, answer, _ = await post(stack, "completions", sent.encode(), token="alice-token")
+
+    assert status == 200, answer
+    assert answer["choices"][0]["text"] == (
+        '{"model": "sql",  "prompt": "body", "temperature": 1e400,\n'
+        ' "top_p": 0.10000000000000000001, "n": 1, "n": 2, "stop": ["\\u00e9", "é"]}'
+    )
+
+
 async def test_least_load_spreads_and_a_refused_connection_is_retried_elsewhere(
     stack: Stack,
 ) -> None:

@@ -289,6 +289,29 @@ async def test_a_tenants_requests_are_answered_with_their_ids_and_acknowledged(
     await messaging.requests_drained()
 
 
+async def test_a_requests_body_reaches_the_model_server_as_the_message_wrote_it(
+    messaging: Messaging,
+) -> None:
+    """Parsed and encoded again, ``1e400`` went on as ``Infinity`` (no JSON) and the decimal
+    lost its last digits (decision 0262)."""
+    client = await messaging.tenant("team-a")
+    body = (
+        '{"model": "alpha", "prompt": "body",\n'
+        ' "temperature": 1e400, "top_p": 0.10000000000000000001}'
+    )
+    sent = '{"metadata": {"number": 1}, "body": ' + body + ', "path": "/v1/completions"}'
+
+    await client.jetstream().publish(
+        request_subject("team-a"), sent.encode(), headers={"Nats-Msg-Id": "as-sent-1"}
+    )
+
+    (found,) = await answers(client, "team-a", ["as-sent-1"])
+    assert document(found)["body"]["choices"][0]["text"] == (
+        '{"model": "alpha", "prompt": "body",\n'
+        ' "temperature": 1e400, "top_p": 0.10000000000000000001}'
+    )
+
+
 async def test_bad_requests_and_unknown_models_are_answered_with_the_error(
     messaging: Messaging,
 ) -> None:

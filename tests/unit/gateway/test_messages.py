@@ -50,6 +50,7 @@ def test_a_request_is_kubeais_message_with_the_path_defaulting_to_completions() 
         path="/v1/completions",
         body={"model": "llama", "prompt": "hi"},
         model="llama",
+        sent=b'{"model": "llama", "prompt": "hi"}',
     )
 
 

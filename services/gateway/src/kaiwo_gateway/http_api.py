@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from kaiwo_gateway.domain.routing import (
     find_route,
 )
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
+from kaiwo_gateway.domain.sent_json import with_member
 from kaiwo_gateway.endpoint_wait import (
     CLIENT_CHECK_SECONDS,
     ClientGoneError,
@@ -368,7 +368,8 @@ class Gateway:
         if isinstance(found, Ambiguous):
             raise bad_request(found.message, param="model")
         if found.adapter is not None and document:
-            body = json.dumps({**document, "model": found.backend_model}).encode()
+            # Only the name changes: a body encoded again is not what the client sent.
+            body = with_member(body, "model", found.backend_model)
         prefix = balancing_prefix(found.model, f"/v1/{route_name}", document)
         return _Parsed(route=found, body=body, content_type=content_type, prefix=prefix)
 

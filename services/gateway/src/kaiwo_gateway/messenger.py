@@ -59,6 +59,7 @@ from kaiwo_gateway.domain.routing import (
     find_route,
 )
 from kaiwo_gateway.domain.selectors import LabelSelector
+from kaiwo_gateway.domain.sent_json import with_member
 from kaiwo_gateway.http_api import Gateway
 from kaiwo_gateway.message_replies import publish_settled
 from kaiwo_gateway.messenger_settings import MessengerNotProvisionedError, MessengerSettings
@@ -306,10 +307,13 @@ class Messenger:
         self, route: Route, request: MessageRequest, headers: Mapping[str, str]
     ) -> Answer:
         model = route.model
-        body = dict(request.body)
-        if route.adapter is not None:
-            body["model"] = route.backend_model
-        prefix = balancing_prefix(model, request.path, body)
+        # Only an adapter's name changes: a body encoded again is not what the client sent.
+        body = (
+            with_member(request.sent, "model", route.backend_model)
+            if route.adapter is not None
+            else request.sent
+        )
+        prefix = balancing_prefix(model, request.path, request.body)
         key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
         in_flight = self.gateway.metrics.in_flight.labels(
             namespace=model.namespace, model=model.name
@@ -328,7 +332,7 @@ class Messenger:
         self,
         route: Route,
         path: str,
-        body: Mapping[str, Any],
+        body: bytes,
         prefix: str,
         headers: Mapping[str, str],
     ) -> Answer:
@@ -347,7 +351,7 @@ class Messenger:
             endpoint = choice.endpoint
             try:
                 async with self._session.post(
-                    f"http://{endpoint.address}{path}", json=body, headers=sent_headers
+                    f"http://{endpoint.address}{path}", data=body, headers=sent_headers
                 ) as upstream:
                     data = await read_limited(upstream, self._answer_limit())
                     if data is None:

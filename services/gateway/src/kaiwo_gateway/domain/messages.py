@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kaiwo_contracts.events.streams import ConsumerSpec
 
 from kaiwo_gateway.domain.bodies import BodyLimits, body_problem, depth_problem, document_depth
+from kaiwo_gateway.domain.sent_json import member_text
 
 MESSAGE_PATHS: Final = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 DEFAULT_PATH: Final = "/v1/completions"
@@ -46,6 +47,8 @@ class MessageRequest:
     path: str
     body: Mapping[str, Any]
     model: str
+    sent: bytes = b""
+    """``body`` as the message wrote it, what the model server gets (decision 0262)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,12 @@ def failure(status: int, message: str, *, code: str | None = None) -> Failure:
 def parse_request(raw: bytes, limits: BodyLimits) -> MessageRequest | Failure:
     """The request ``raw`` asks for, or why it cannot be served (400, 404)."""
     document = _document(raw, limits)
-    return document if isinstance(document, Failure) else _request(document)
+    if isinstance(document, Failure):
+        return document
+    request = _request(document)
+    if isinstance(request, Failure):
+        return request
+    return replace(request, sent=member_text(raw, "body"))
 
 
 def _document(raw: bytes, limits: BodyLimits) -> dict[str, Any] | Failure:
