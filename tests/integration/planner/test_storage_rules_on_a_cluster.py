@@ -166,3 +166,45 @@ async def test_a_secret_volume_in_place_of_a_storage_volume_is_refused_naming_th
     manifest["spec"]["storage"]["storageEnabled"] = False
     manifest["spec"]["secretVolumes"] = [{"secretName": "credentials", **secret_volume}]
     await kube.create(manifest)
+
+
+async def test_a_downloaded_volume_at_the_download_jobs_own_mounts_is_refused_naming_it(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    """Decision 0262: the planner refused it (``Valid=False``) once the API server had taken
+    it, as the API server would have refused the download Job its mounts there."""
+    storage = {
+        "data": {"storageSize": "1Gi", "mountPath": "/config/", "download": GIT_DOWNLOAD},
+        "huggingFace": {
+            "storageSize": "1Gi",
+            "mountPath": "/app/secrets/hf",
+            "preCacheRepos": [{"repoId": "org/model"}],
+        },
+    }
+
+    with pytest.raises(Invalid) as raised:
+        await kube.create(workload("KaiwoJob", "own-mounts", storage))
+
+    told = (
+        "when {what} is given: the download Job mounts its configuration at /config and the "
+        "Secrets it reads under /app/secrets, so the API server would refuse the Job (e.g. {e})"
+    )
+    assert sorted((cause["field"], cause["message"]) for cause in raised.value.causes) == [
+        (
+            "spec.storage.data.mountPath",
+            "Invalid value: data.mountPath must not be /config, /app/secrets or under it "
+            + told.format(what="data.download", e="/workload"),
+        ),
+        (
+            "spec.storage.huggingFace.mountPath",
+            "Invalid value: huggingFace.mountPath must not be /config, /app/secrets or under "
+            "it " + told.format(what="huggingFace.preCacheRepos", e="/hf_cache"),
+        ),
+    ]
+    # Beside those paths, or there without downloads (no download Job mounts it): accepted.
+    storage["data"]["mountPath"] = "/config/data"
+    storage["huggingFace"]["mountPath"] = "/app/secretsfor-hf"
+    await kube.create(workload("KaiwoJob", "beside", storage))
+    del storage["data"]["download"], storage["huggingFace"]["preCacheRepos"]
+    storage["data"]["mountPath"] = "/config"
+    await kube.create(workload("KaiwoService", "no-downloads", storage))

@@ -92,14 +92,15 @@ def valid_condition(plan: Plan) -> tuple[str, str, str] | None:
             "its mounts by path, so the storage volume would not be mounted (e.g. name the "
             "entry api-key and mount it at /etc/secrets/api-key)",
         ),
-        # A volume the download Job fills, at the Job's own configuration mount.
+        # A volume the download Job fills, given the Job's own configuration mount: the
+        # models' rule (the CRD's too, decision 0262), for an object stored before it.
         (
             {"data": {"storageSize": "1Gi", "mountPath": "/config", "download": GIT_DOWNLOAD}},
             [],
-            "spec.storage.data.mountPath: /config is where the download Job mounts its own "
-            "configuration (/config) or the Secrets it reads (under /app/secrets), so the API "
-            "server would refuse the Job; give the volume another mount path (e.g. /workload or "
-            "/hf_cache)",
+            "spec.storage.data.mountPath: data.mountPath must not be /config, /app/secrets or "
+            "under it when data.download is given: the download Job mounts its configuration "
+            "at /config and the Secrets it reads under /app/secrets, so the API server would "
+            "refuse the Job (e.g. /workload)",
         ),
     ],
 )
@@ -112,6 +113,23 @@ def test_a_mount_path_that_cannot_work_is_told_naming_the_field(
 
     assert valid_condition(plan) == ("False", "InvalidSpec", INVALID + message)
     assert plan.desired == ()
+
+
+def test_a_download_into_a_default_path_the_download_job_mounts_is_told() -> None:
+    """KaiwoConfig's default, which no CEL rule sees, under the download Job's Secrets."""
+    data = {"storageSize": "1Gi", "download": GIT_DOWNLOAD}
+    spec = {"storage": {"storageEnabled": True, "data": data}}
+
+    plan = plan_of(spec, kaiwo_config("/app/secrets/data", "/models"))
+
+    assert valid_condition(plan) == (
+        "False",
+        "InvalidSpec",
+        INVALID + "spec.storage.data.mountPath: /app/secrets/data, KaiwoConfig's "
+        "defaultDataMountPath is where the download Job mounts its own configuration (/config) "
+        "or the Secrets it reads (under /app/secrets), so the API server would refuse the Job; "
+        "give the volume another mount path (e.g. /workload or /hf_cache)",
+    )
 
 
 @pytest.mark.parametrize(

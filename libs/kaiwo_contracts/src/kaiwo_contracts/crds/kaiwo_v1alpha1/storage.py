@@ -282,6 +282,35 @@ _DATA_DOWNLOADS = " || ".join(
     f"(has(self.data.download.{kind}) && size(self.data.download.{kind}) > 0)"
     for kind in DOWNLOAD_KINDS
 )
+_DOWNLOAD_JOBS_OWN_MOUNT = f"^({DOWNLOAD_CONFIG_ROOT}|{SECRETS_ROOT}(/.*)?)/*$"
+""":func:`download_jobs_own_mount` as a regular expression for CEL's ``matches``."""
+
+
+def download_jobs_own_mount(path: str) -> bool:
+    """Where the download Job mounts its own files: its configuration at ``/config``, the
+    Secrets it reads at or under ``/app/secrets`` (a trailing ``/`` is the same path)."""
+    trimmed = path.rstrip("/")
+    return trimmed in (DOWNLOAD_CONFIG_ROOT, SECRETS_ROOT) or trimmed.startswith(f"{SECRETS_ROOT}/")
+
+
+def _filled_at_the_download_jobs_own(
+    volume: DataStorageSpec | HfStorageSpec | None, downloaded_into: bool
+) -> bool:
+    """A volume the download Job fills, at a *given* path it mounts its own files at (a
+    path left to KaiwoConfig's default is the planner's to check, decision 0254)."""
+    return bool(
+        downloaded_into
+        and volume is not None
+        and "mount_path" in volume.model_fields_set
+        and download_jobs_own_mount(volume.mount_path)
+    )
+
+
+_DOWNLOAD_JOBS_OWN_TOLD = (
+    f"the download Job mounts its configuration at {DOWNLOAD_CONFIG_ROOT} and the Secrets it "
+    f"reads under {SECRETS_ROOT}, so the API server would refuse the Job"
+)
+
 _STORAGE_RULES: tuple[CelRule[StorageSpec], ...] = (
     CelRule(
         rule=(
@@ -324,6 +353,42 @@ _STORAGE_RULES: tuple[CelRule[StorageSpec], ...] = (
         ),
         field="huggingFace.mountPath",
         holds=lambda storage: not storage.volumes_share_a_mount_path,
+        reported_at_field=True,
+    ),
+    # Refused at admission what the planner refused as an invalid spec (decision 0262).
+    CelRule(
+        rule=(
+            f"!{_ENABLED} || !has(self.data) || !has(self.data.mountPath) || "
+            "!has(self.data.storageSize) || self.data.storageSize == '' || "
+            f"!has(self.data.download) || !({_DATA_DOWNLOADS}) || "
+            f"!self.data.mountPath.matches('{_DOWNLOAD_JOBS_OWN_MOUNT}')"
+        ),
+        message=(
+            f"data.mountPath must not be {DOWNLOAD_CONFIG_ROOT}, {SECRETS_ROOT} or under it "
+            f"when data.download is given: {_DOWNLOAD_JOBS_OWN_TOLD} (e.g. /workload)"
+        ),
+        field="data.mountPath",
+        holds=lambda storage: (
+            not _filled_at_the_download_jobs_own(storage.data, storage.has_object_storage_downloads)
+        ),
+        reported_at_field=True,
+    ),
+    CelRule(
+        rule=(
+            f"!{_ENABLED} || !has(self.huggingFace) || !has(self.huggingFace.mountPath) || "
+            "!has(self.huggingFace.storageSize) || self.huggingFace.storageSize == '' || "
+            "!has(self.huggingFace.preCacheRepos) || size(self.huggingFace.preCacheRepos) == 0 "
+            f"|| !self.huggingFace.mountPath.matches('{_DOWNLOAD_JOBS_OWN_MOUNT}')"
+        ),
+        message=(
+            f"huggingFace.mountPath must not be {DOWNLOAD_CONFIG_ROOT}, {SECRETS_ROOT} or under "
+            f"it when huggingFace.preCacheRepos is given: {_DOWNLOAD_JOBS_OWN_TOLD} "
+            "(e.g. /hf_cache)"
+        ),
+        field="huggingFace.mountPath",
+        holds=lambda storage: (
+            not _filled_at_the_download_jobs_own(storage.hugging_face, storage.has_hf_downloads)
+        ),
         reported_at_field=True,
     ),
 )
