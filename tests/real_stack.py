@@ -11,7 +11,8 @@ from the models. It starts once per session, the first time a test asks for it.
 Nodes are the tests' to create (:func:`register_kwok_nodes`, from the sandbox's fleet types):
 kwok runs the pods of every node labelled ``sandbox.kaiwo.silogen.ai/simulated=true``, for
 :data:`KWOK_TIMING` (a pod runs ``run-seconds`` of its ``sandbox.kaiwo.silogen.ai/`` annotation,
-and fails with the message of ``.../fail``, as in the sandbox).
+and fails with the message of ``.../fail``, as in the sandbox). A test whose job must run until
+something has happened gives it a long run and ends its pods then (:func:`end_running_pods`).
 
 No ``KAIWO_TEST_KUBECONFIG`` here: a given cluster has no kwok nodes to run pods. A missing
 binary skips the test with the reason, or fails it under ``KAIWO_REQUIRE_REAL_APISERVER=1``.
@@ -40,7 +41,7 @@ from kaiwo_envtest import (
     find_binaries,
 )
 from kaiwo_envtest.kueue import KueueOptions
-from kaiwo_envtest.kwok import KwokOptions
+from kaiwo_envtest.kwok import RUN_SECONDS_ANNOTATION, KwokOptions
 from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import SIMULATED_LABEL, NodeSpec
@@ -55,6 +56,7 @@ from tests.real_cluster import (
     run_async,
     unavailable,
 )
+from tests.waiting import Pending, eventually
 
 SCHEDULER_MANIFEST: Final = REPO_ROOT / "deploy" / "k8s" / "scheduler" / "scheduler.yaml"
 KWOK_TIMING: Final = KwokOptions(
@@ -65,6 +67,8 @@ KWOK_TIMING: Final = KwokOptions(
 )
 """Short: a test's job runs in seconds unless its ``run-seconds`` annotation says more."""
 NODE_READY_WITHIN: Final = 120.0
+PODS_RUNNING_WITHIN: Final = 90.0
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 NOT_READY_TAINT_KEY: Final = "node.kubernetes.io/not-ready"
 
 
@@ -179,3 +183,36 @@ async def remove_nodes(kube: KubernetesPort, names: Iterable[str]) -> None:
     for name in names:
         with contextlib.suppress(NotFound):
             await kube.delete(resources.NODE, name)
+
+
+# ---------------------------------------------------------------------- runs a test ends
+
+
+async def end_running_pods(
+    kube: KubernetesPort, namespace: str, job: str, *, count: int = 1
+) -> None:
+    """Wait until ``count`` pods of the Job ``job`` run, then have kwok end them now: their
+    ``run-seconds`` annotation set to 0 (kwok reads a pod again at each change of it, and
+    times its end from then). A test whose job must run until something has happened gives
+    it a long run and ends it here once that happened: no run length guessed long enough for
+    a loaded machine, and no waiting out the rest of it. The Job's later pods keep the
+    template's run."""
+
+    async def running() -> list[dict[str, Any]] | Pending:
+        listed = await kube.list(
+            resources.POD, namespace=namespace, label_selector=f"{JOB_NAME_LABEL}={job}"
+        )
+        found = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
+        return found if len(found) == count else Pending(f"{len(found)} of {count} running")
+
+    pods: list[dict[str, Any]] = await eventually(
+        running, what=f"{count} pods of Job {namespace}/{job} running", within=PODS_RUNNING_WITHIN
+    )
+    for pod in pods:
+        await kube.merge_patch(
+            resources.POD,
+            pod["metadata"]["name"],
+            {"metadata": {"annotations": {RUN_SECONDS_ANNOTATION: "0"}}},
+            namespace=namespace,
+            field_manager="kaiwo-test",
+        )

@@ -50,7 +50,7 @@ from tests.integration.pipeline.harness import (
 )
 from tests.integration.test_ray_services_real_stack import ray_service
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import end_running_pods, register_kwok_nodes, remove_nodes
 
 pytestmark = [
     pytest.mark.k8s,
@@ -175,7 +175,8 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     stack: Pipeline,
 ) -> None:
     pipeline, kube = stack, stack.kube
-    await kube.create(eight_gpu_job("relabelled", pipeline.namespace, run_seconds=40))
+    # It runs until the test ends it, once the relabel was told.
+    await kube.create(eight_gpu_job("relabelled", pipeline.namespace, run_seconds=600))
     await pipeline.reaches("relabelled", "RUNNING", within=STEP)
 
     # The GPU operator relabels the nodes: 4 GPUs each, 8 in all, no node of 8.
@@ -201,6 +202,7 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     assert condition(running, "Schedulable")["message"] == told
 
     # Its Job completes; so does the workload (an ERROR workload never looked again).
+    await end_running_pods(kube, pipeline.namespace, "relabelled")
     await pipeline.reaches("relabelled", "COMPLETE", within=STEP)
     [event] = await warned(pipeline, "relabelled", "AdmittedBeforeNodeChange")
     assert (event["type"], event["message"], event.get("count", 1)) == ("Warning", told, 1)
@@ -403,8 +405,9 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
     pipeline, kube, ns = stack, stack.kube, stack.namespace
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
     await relabel_fleet(pipeline, 4)
-    # Its first pod runs long enough for the relabel to be in force before the second starts.
-    job = eight_gpu_job("second", ns, run_seconds=20)
+    # Its first pod runs until the test ends it, once the relabel is in force; so does the
+    # second, once Kueue admitted it anew.
+    job = eight_gpu_job("second", ns, run_seconds=600)
     job["spec"]["gpus"] = 4
     job["spec"]["job"] = {"spec": {"completions": 2, "parallelism": 1}}
     pods_of_the_job = "batch.kubernetes.io/job-name=second"
@@ -424,6 +427,7 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
         await relabel_fleet(pipeline, 8)
         first_now = await kube.get(resources.POD, first["metadata"]["name"], namespace=ns)
         assert first_now["status"]["phase"] == "Running", "the relabel took the first pod's run"
+        await end_running_pods(kube, ns, "second")
         found = await pool_gone_told(pipeline, resources.KAIWO_JOB, "second", pods_of_the_job)
         [workload] = [
             w
@@ -464,6 +468,7 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
             namespace=ns,
             field_manager="platform-team",
         )
+        await end_running_pods(kube, ns, "second")
         await pipeline.reaches("second", "COMPLETE", within=STEP)
         done = await pipeline.finished_job("second")
         assert done["status"]["succeeded"] == 2, done["status"]

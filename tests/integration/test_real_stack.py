@@ -61,7 +61,7 @@ from tests.integration.pipeline.harness import (
     running_pipeline,
 )
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
+from tests.real_stack import end_running_pods, kwok_fleet
 from tests.waiting import NotConvergedError
 
 pytestmark = [
@@ -406,7 +406,8 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
     """The ``small`` queue holds 8 GPUs: the second 8-GPU job waits, its status naming why in
     Kueue's words, and runs once the first has ended and given the quota back."""
     ns = namespace_of(stack, "quota")
-    await stack.kube.create(kaiwo_job("first", ns, queue_name="small", gpus=8, run_seconds=8))
+    # It runs until the test has read why the second waits, and ends it.
+    await stack.kube.create(kaiwo_job("first", ns, queue_name="small", gpus=8, run_seconds=600))
     await reaches(stack, "first", ns, "RUNNING")
     await stack.kube.create(kaiwo_job("second", ns, queue_name="small", gpus=8, run_seconds=2))
 
@@ -439,6 +440,7 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
         "Workload is pending admission into 'small': couldn't assign flavors to pod set main: "
         "insufficient unused quota for amd.com/gpu in flavor mi300x, 8 more needed"
     )
+    await end_running_pods(stack.kube, ns, "first")
     first = await reaches(stack, "first", ns, "COMPLETE")
     second = await reaches(stack, "second", ns, "COMPLETE")
     assert second["status"]["startTime"] >= first["status"]["completionTime"]
@@ -3208,19 +3210,19 @@ async def test_a_jobs_finished_pods_free_no_gpus_when_duration_preemption_stops_
     # the expired sweep is not terminated for the Job of 4 in the seconds Kueue takes to
     # admit it.
     await preempt_for_jobs_waiting(stack, "1h")
-    sweep = kaiwo_job("sweep-overtime", ns, queue_name="dur", gpus=4, run_seconds=60)
+    sweep = kaiwo_job("sweep-overtime", ns, queue_name="dur", gpus=4, run_seconds=600)
     sweep["spec"] |= {"duration": "4s", "job": {"spec": {"parallelism": 2, "completions": 3}}}
     await stack.kube.create(sweep)
     await reaches(stack, "sweep-overtime", ns, "RUNNING")
+    # Its first 2 pods end now; the third runs on until the operator terminates the sweep.
+    await end_running_pods(stack.kube, ns, "sweep-overtime", count=2)
 
     async def released() -> dict[str, Any] | Pending:
         workload = await kueue_workload_of(stack, ns, "sweep-overtime")
         reclaimable = (workload.get("status") or {}).get("reclaimablePods")
         return workload if reclaimable else Pending("no reclaimablePods yet")
 
-    workload = await eventually(
-        released, what="Kueue releases a finished pod's quota", within=STEP + 60
-    )
+    workload = await eventually(released, what="Kueue releases a finished pod's quota", within=STEP)
     assert workload["status"]["reclaimablePods"] == [{"name": "main", "count": 1}]
     [assigned] = workload["status"]["admission"]["podSetAssignments"]
     assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
@@ -3313,7 +3315,8 @@ async def test_a_partly_admitted_indexed_sweep_runs_as_many_completions_as_pods_
     (decision 0157). Before, the annotation was dropped: Kueue kept ``completions: 4``, and the
     Job ran 4 indexes on 2 pods at a time."""
     ns = namespace_of(stack, "gpu")
-    job = kaiwo_job("indexed-sweep", ns, queue_name="gpu", gpus=4, run_seconds=25)
+    # Its pods run until the test has watched the operator settle, and ends them.
+    job = kaiwo_job("indexed-sweep", ns, queue_name="gpu", gpus=4, run_seconds=600)
     job["spec"]["job"] = {
         "metadata": {
             "annotations": {
@@ -3339,7 +3342,8 @@ async def test_a_partly_admitted_indexed_sweep_runs_as_many_completions_as_pods_
     admitted = condition(found, "Admitted")
     assert admitted["message"].startswith("Kueue admitted 2 of 4 pods of the Job"), admitted
 
-    done = await reaches(stack, "indexed-sweep", ns, "COMPLETE", within=STEP + 60)
+    await end_running_pods(stack.kube, ns, "indexed-sweep", count=2)
+    done = await reaches(stack, "indexed-sweep", ns, "COMPLETE")
     child = await stack.finished_job("indexed-sweep", namespace=ns)
     assert child["status"]["succeeded"] == 2, child["status"]
     assert condition(done, "ChildSpecApplied")["status"] == "True"
@@ -3797,6 +3801,7 @@ async def test_a_job_kueue_preempted_gets_its_whole_duration_once_readmitted(
     running again."""
     ns = namespace_of(stack, "prio")
     await preempt_for_jobs_waiting_a_second(stack)
+    duration = 10
     victim = kaiwo_job(
         "readmitted",
         ns,
@@ -3804,13 +3809,13 @@ async def test_a_job_kueue_preempted_gets_its_whole_duration_once_readmitted(
         gpus=8,
         run_seconds=600,
         priorityClass="low",
-        duration="20s",
+        duration=f"{duration}s",
     )
     await stack.kube.create(victim)
     first = await reaches(stack, "readmitted", ns, "RUNNING")
     job_uid = (await stack.kube.get(resources.JOB, "readmitted", namespace=ns))["metadata"]["uid"]
     await stack.kube.create(
-        kaiwo_job("preemptor", ns, queue_name="prio", gpus=8, run_seconds=30, priorityClass="high")
+        kaiwo_job("preemptor", ns, queue_name="prio", gpus=8, run_seconds=600, priorityClass="high")
     )
     evicted = await reaches(stack, "readmitted", ns, "PENDING")
     await has_events(stack, ns, "readmitted", "WorkloadPreempted")
@@ -3819,6 +3824,11 @@ async def test_a_job_kueue_preempted_gets_its_whole_duration_once_readmitted(
     await stack.kube.create(
         kaiwo_job("behind", ns, queue_name="prio", gpus=8, run_seconds=2, priorityClass="low")
     )
+    # The preemptor ends once the victim's duration, counted from its first start, is past:
+    # readmitted, it would be past it at once were the time evicted counted.
+    since_first_start = datetime.now(UTC) - parse_rfc3339(first["status"]["startTime"])
+    await asyncio.sleep(max(0.0, duration + 1 - since_first_start.total_seconds()))
+    await end_running_pods(stack.kube, ns, "preemptor")
     await reaches(stack, "preemptor", ns, "COMPLETE")
     again = await reaches(stack, "readmitted", ns, "RUNNING")
     assert again["status"]["startTime"] == first["status"]["startTime"]  # the first start
@@ -3833,7 +3843,7 @@ async def test_a_job_kueue_preempted_gets_its_whole_duration_once_readmitted(
     assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
     assert stopped["status"]["preemptedFor"]["name"] == "behind"
     ran_again = parse_rfc3339(early["lastTransitionTime"]) - parse_rfc3339(readmitted_at)
-    assert ran_again.total_seconds() >= 20, (readmitted_at, early)
+    assert ran_again.total_seconds() >= duration, (readmitted_at, early)
     await reaches(stack, "behind", ns, "COMPLETE")
 
 

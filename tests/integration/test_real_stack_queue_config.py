@@ -33,6 +33,7 @@ from tests.integration.pipeline.harness import (
     pipeline_on_kwok_nodes,
 )
 from tests.real_cluster import RealCluster
+from tests.real_stack import end_running_pods
 
 pytestmark = [
     pytest.mark.k8s,
@@ -46,6 +47,8 @@ MI300X: Final = NODE_TYPES["amd-mi300x"]
 FLEET: Final = (NodeSpec("kqc-mi300x-1", MI300X),)
 STEP: Final = 90.0
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+LONG_RUN: Final = "600"
+"""A job's run that outlasts every step of a test; the test ends it (:func:`end_running_pods`)."""
 TOPOLOGY: Final = "kqc-hosts"
 IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
 MATCH: Final = "Kueue objects match the KaiwoQueueConfig"
@@ -153,14 +156,14 @@ async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recrea
     old = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
     assert old["spec"]["topologyName"] == TOPOLOGY
 
-    # A job Kueue admits on the flavor, running long enough for the change to meet it.
+    # A job Kueue admits on the flavor, running until the change has met it.
     job = {
         "apiVersion": actors.KAIWO_API,
         "kind": "KaiwoJob",
         "metadata": {
             "name": "holds-quota",
             "namespace": namespace,
-            "annotations": {RUN_SECONDS: "40"},
+            "annotations": {RUN_SECONDS: LONG_RUN},
         },
         "spec": {
             "user": "alice@example.com",
@@ -205,6 +208,7 @@ async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recrea
     assert await pipeline.kaiwo_job("holds-quota")  # untouched
 
     # The job completes, Kueue releases its quota, and the flavor is recreated: READY.
+    await end_running_pods(kube, namespace, "holds-quota")
     await pipeline.reaches("holds-quota", "COMPLETE", within=STEP)
     settled = await queue_config_where(pipeline, "READY after the recreation", is_ready)
     new = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
@@ -232,11 +236,16 @@ async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recrea
 
 
 def long_job(name: str, namespace: str, queue: str, **spec: Any) -> dict[str, Any]:
-    """A one-GPU KaiwoJob in ``queue`` that runs long enough for an edit to meet it."""
+    """A one-GPU KaiwoJob in ``queue`` that runs until the test ends it
+    (:func:`end_running_pods`), once an edit has met it."""
     return {
         "apiVersion": actors.KAIWO_API,
         "kind": "KaiwoJob",
-        "metadata": {"name": name, "namespace": namespace, "annotations": {RUN_SECONDS: "40"}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {RUN_SECONDS: LONG_RUN},
+        },
         "spec": {
             "user": "alice@example.com",
             "image": "ghcr.io/silogen/rocm-ray:6.4",
@@ -283,6 +292,7 @@ async def test_a_running_job_whose_priority_class_is_removed_runs_to_completion(
     assert condition_of(running, "Schedulable")["message"].startswith(
         "spec.priorityClass 'kqc-high' names"
     )
+    await end_running_pods(kube, namespace, "prio-run")
     done = await pipeline.reaches("prio-run", "COMPLETE", within=STEP)
     assert done["status"]["status"] == "COMPLETE"
 
@@ -329,6 +339,7 @@ async def test_a_removed_queue_kueue_keeps_for_a_running_job_is_told_until_it_is
 
     # The job runs on (not ERROR), completes, Kueue lets the queue go: READY.
     assert (await pipeline.kaiwo_job("in-gone"))["status"]["status"] == "RUNNING"
+    await end_running_pods(kube, namespace, "in-gone")
     await pipeline.reaches("in-gone", "COMPLETE", within=STEP)
     await queue_config_where(pipeline, "READY once the queue is gone", is_ready)
     remaining = await kube.list(resources.KUEUE_CLUSTER_QUEUE)
