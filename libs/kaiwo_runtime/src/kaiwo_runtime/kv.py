@@ -20,7 +20,9 @@ from typing import Protocol
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 from nats.js.errors import (
+    APIError,
     BucketNotFoundError,
+    InvalidKeyError,
     KeyNotFoundError,
     KeyValueError,
     KeyWrongLastSequenceError,
@@ -30,7 +32,15 @@ from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 from nats.js.kv import KeyValue as NatsKv
 
 from kaiwo_runtime.bus import BusError
+from kaiwo_runtime.jetstream_acks import JetStreamAcks
 from kaiwo_runtime.nats_bus import bus_errors
+
+_WRITE_TIMEOUT_SECONDS = 5.0
+"""How long a write waits for JetStream's acknowledgement (nats-py's default for buckets)."""
+_EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
+"""JetStream's error codes for a write whose expected last revision of the key is not the
+key's (nats-py raises ``KeyWrongLastSequenceError`` for these)."""
 
 _CREATE_ATTEMPTS = 3
 """Writes a create tries while another writer deletes and writes the key in between."""
@@ -174,16 +184,26 @@ async def checked_bucket(kv: NatsKv, bucket: str) -> NatsKv:
 class NatsKeyValue:
     """A JetStream key-value bucket (created on first use, file storage, one value per key)."""
 
-    def __init__(self, bucket: NatsKv, *, js: JetStreamContext, name: str) -> None:
+    def __init__(
+        self,
+        bucket: NatsKv,
+        *,
+        js: JetStreamContext,
+        name: str,
+        acks: JetStreamAcks | None = None,
+    ) -> None:
         self._bucket = bucket
         self._js = js
+        # Writes acknowledged on the connection's shared reply subscription (decision
+        # 0257); without one, through nats-py's bucket.
+        self._acks = acks
         self._stream = f"KV_{name}"
         self._prefix = f"$KV.{name}."
 
     @classmethod
     async def open(cls, client: Client, bucket: str, *, replicas: int = 1) -> NatsKeyValue:
         kv = await declare_bucket(client, bucket, replicas=replicas)
-        return cls(kv, js=client.jetstream(), name=bucket)
+        return cls(kv, js=client.jetstream(), name=bucket, acks=JetStreamAcks.of(client))
 
     @classmethod
     async def open_existing(cls, client: Client, bucket: str) -> NatsKeyValue | None:
@@ -194,7 +214,9 @@ class NatsKeyValue:
             kv = await js.key_value(bucket)
         except BucketNotFoundError:
             return None
-        return cls(await checked_bucket(kv, bucket), js=js, name=bucket)
+        return cls(
+            await checked_bucket(kv, bucket), js=js, name=bucket, acks=JetStreamAcks.of(client)
+        )
 
     async def get(self, key: str) -> bytes | None:
         with bus_errors(f"reading {key!r} from {self._stream}"):
@@ -206,7 +228,10 @@ class NatsKeyValue:
 
     async def put(self, key: str, value: bytes) -> None:
         with bus_errors(f"writing {key!r} to {self._stream}"):
-            await self._bucket.put(escape_key(key), value)
+            if self._acks is None:
+                await self._bucket.put(escape_key(key), value)
+            else:
+                await _write(self._acks, self._prefix, escape_key(key), value, headers=None)
 
     async def create(self, key: str, value: bytes) -> bytes | None:
         # Not nats-py's create(): when the key exists it reads it only to tell a deletion
@@ -217,7 +242,7 @@ class NatsKeyValue:
         for _ in range(_CREATE_ATTEMPTS):
             with bus_errors(f"creating {key!r} in {self._stream}"):
                 try:
-                    await self._bucket.update(escaped, value, last=last)
+                    await self._update(escaped, value, last=last)
                     return None
                 except KeyWrongLastSequenceError:
                     pass
@@ -226,6 +251,25 @@ class NatsKeyValue:
                 except KeyNotFoundError as deleted:
                     last = (deleted.entry.revision or 0) if deleted.entry is not None else 0
         raise KeyValueError(description=f"key {key!r} kept changing while it was created")
+
+    async def _update(self, escaped: str, value: bytes, *, last: int) -> None:
+        """Write ``value`` if the key's last revision is ``last`` (0: the key has none);
+        ``KeyWrongLastSequenceError`` otherwise, as nats-py's ``update``."""
+        if self._acks is None:
+            await self._bucket.update(escaped, value, last=last)
+            return
+        try:
+            await _write(
+                self._acks,
+                self._prefix,
+                escaped,
+                value,
+                headers={_EXPECTED_LAST_SUBJECT_SEQUENCE: str(last)},
+            )
+        except APIError as error:
+            if error.err_code in _WRONG_LAST_SEQUENCE:
+                raise KeyWrongLastSequenceError(description=error.description) from error
+            raise
 
     async def delete(self, key: str) -> None:
         with bus_errors(f"deleting {key!r} from {self._stream}"):
@@ -270,3 +314,18 @@ class NatsKeyValue:
             key = (stored.subject or "").removeprefix(self._prefix)
             latest[key] = None if removed else (stored.data or b"")
         return latest
+
+
+async def _write(
+    acks: JetStreamAcks,
+    prefix: str,
+    escaped: str,
+    value: bytes,
+    *,
+    headers: dict[str, str] | None,
+) -> None:
+    """Write the value of the key ``escaped`` in the bucket whose subjects start ``prefix``."""
+    # The key checks nats-py's bucket makes (escaping gives the alphabet, not these).
+    if not escaped or escaped.startswith(".") or escaped.endswith("."):
+        raise InvalidKeyError(escaped)
+    await acks.publish(f"{prefix}{escaped}", value, headers=headers, timeout=_WRITE_TIMEOUT_SECONDS)

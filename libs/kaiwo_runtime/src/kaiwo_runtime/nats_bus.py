@@ -37,6 +37,7 @@ from kaiwo_runtime.bus import (
 )
 from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
+from kaiwo_runtime.jetstream_acks import JetStreamAcks
 from kaiwo_runtime.lanes import Lanes
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
 from kaiwo_runtime.pull_inbox import PullInbox
@@ -86,6 +87,7 @@ class NatsBus:
         self.topology = topology
         self._client = client
         self._js: JetStreamContext = client.jetstream(timeout=publish_timeout)
+        self._acks = JetStreamAcks.of(client)
         self._publish_timeout = publish_timeout
         self._inboxes: dict[str, PullInbox] = {}
         # Set by close(): nats-py reports its own close through the disconnect callback.
@@ -212,8 +214,8 @@ class NatsBus:
         limit = self._message_limit()
         check_size(subject, headers, body, limit=limit)
         try:
-            ack = await self._js.publish(
-                subject, body, timeout=self._publish_timeout, headers=dict(headers)
+            ack = await self._acks.publish(
+                subject, body, headers=headers, timeout=self._publish_timeout
             )
         except nats.errors.MaxPayloadError as error:
             raise PublishRefusedError(
@@ -229,7 +231,7 @@ class NatsBus:
             raise BusError(f"no stream stores {subject!r}") from error
         except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError) as error:
             raise BusError(f"publish to {subject!r} failed: {error!r}") from error
-        return PublishAck(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
+        return PublishAck(stream=ack.stream, sequence=ack.sequence, duplicate=ack.duplicate)
 
     def _message_limit(self) -> int:
         """The largest message to send: ours, or the server's if it allows less."""
