@@ -1,12 +1,13 @@
 """Which of a plan's effects the observed cluster does not show, judged as the executor
-judges them (decision 0250): a child counts for the prune only where the executor's prune
-would delete it, an owner's finalizers and labels only where its patch would change them."""
+judges them (decisions 0250 and 0263): a child counts for the prune only where the executor's
+prune would delete it, an owner's finalizers and labels only where its patch would change
+them, a scale or a preemption only where the executor would still write or delete."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import ObjectRef, Plan, PreemptIntent, PruneRule, ScaleIntent
 from kaiwo_planner.domain.undone_effects import undone_effects
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
@@ -99,3 +100,63 @@ def test_the_metadata_of_a_kind_the_executor_does_not_confine_is_not_judged() ->
     stranger = ObjectRef(api_version="example.com/v1", kind="Widget", name="w", uid="uid-w")
     plan = Plan(owner=stranger, finalizers=("example.com/mine",), owner_labels={"a": "b"})
     assert judged(plan, {"metadata": {}}) == ()
+
+
+def model(*, generation: int = 1, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"uid": "uid-llama", "generation": generation}, "spec": spec}
+
+
+def scaling(replicas: int, *, from_replicas: int) -> Plan:
+    intent = ScaleIntent(target=MODEL, replicas=replicas, from_replicas=from_replicas)
+    return Plan(owner=MODEL, observed_generation=1, scale=intent)
+
+
+def test_a_scale_is_undone_only_while_the_executor_would_write_it() -> None:
+    up = scaling(3, from_replicas=1)
+    assert judged(up, model(replicas=1)) == ("scale",)
+    assert judged(up, model(replicas=3, generation=2)) == ()  # made
+    # Someone scaled it since, or changed its spec: the executor leaves it to the next decision.
+    assert judged(up, model(replicas=2, generation=2)) == ()
+    assert judged(up, model(replicas=1, generation=2)) == ()
+    # Another object of the name (another uid) is not the one planned.
+    assert judged(up, {**model(replicas=1), "metadata": {"uid": "uid-other"}}) == ()
+
+
+def test_replicas_written_down_only_while_unset_are_undone_only_while_unset() -> None:
+    """``from_replicas == replicas``: the Model's replicas unset (decision 0223)."""
+    written_down = scaling(0, from_replicas=0)
+    assert judged(written_down, model()) == ("scale",)
+    assert judged(written_down, model(replicas=0)) == ()
+    assert judged(written_down, model(replicas=2)) == ()  # set by someone: it stands
+
+
+SERVER = ObjectRef(
+    api_version="apps/v1", kind="Deployment", name="server", namespace="team-a", uid="uid-server"
+)
+POD = ObjectRef(api_version="v1", kind="Pod", name="idle", namespace="team-a", uid="uid-idle")
+RECORD = ObjectRef(
+    api_version=KAIWO, kind="GpuWorkload", name="pod-idle", namespace="team-a", uid="uid-record"
+)
+
+
+def preempted(victim: dict[str, Any] | None, intent: PreemptIntent) -> tuple[str, ...]:
+    plan = Plan(owner=RECORD, preempt=intent)
+    found = {intent.target.uid: victim} if victim is not None else {}
+    return undone_effects(plan, {"metadata": {}}, children=(), by_uid=found.get)
+
+
+def test_a_preemption_is_undone_while_its_workload_runs_and_is_not_being_stopped() -> None:
+    deleting = PreemptIntent(target=POD, action="delete")
+    pod = {"metadata": {"uid": "uid-idle"}, "spec": {}}
+    assert preempted(pod, deleting) == ("preempt",)
+    assert preempted({"metadata": {"uid": "uid-idle", "deletionTimestamp": "t"}}, deleting) == ()
+    assert preempted(None, deleting) == ()  # gone (or another uid holds the name)
+
+    to_zero = PreemptIntent(target=SERVER, action="scale-to-zero", from_replicas=2)
+    server = {"metadata": {"uid": "uid-server"}, "spec": {"replicas": 2}}
+    assert preempted(server, to_zero) == ("preempt",)
+    assert preempted({**server, "spec": {"replicas": 0}}, to_zero) == ()
+    # Scaled by someone since the decision: the executor leaves it alone.
+    assert preempted({**server, "spec": {"replicas": 3}}, to_zero) == ()
+    stopping = {**server, "metadata": {"uid": "uid-server", "deletionTimestamp": "t"}}
+    assert preempted(stopping, to_zero) == ()

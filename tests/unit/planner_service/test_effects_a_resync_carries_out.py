@@ -1,5 +1,5 @@
 """A resync publishes again a plan whose effects beyond children and status the cluster does
-not show (decision 0250).
+not show (decisions 0250 and 0263).
 
 The executor dead-letters a plan whose API calls kept failing through every delivery (the API
 server away for longer than the retries). Decision 0234 had a resync make good its children
@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import FinalizerRelease, ObjectRef, Plan, PruneRule
+from kaiwo_contracts.gpu_workloads import gpu_workload_name
+from kaiwo_contracts.plans import FinalizerRelease, ObjectRef, Plan, PruneRule, ScaleIntent
+from kaiwo_planner.domain.gpu_root_preemption import preempt_intent, still_holds
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
@@ -30,6 +32,7 @@ OWNER_UID_LABEL = "kaiwo.silogen.ai/owner-uid"
 CACHE_EVICTION = "kubeai.org/cache-eviction"
 FEATURE_LABEL = "features.kubeai.org/TextGeneration"
 DELETING = "2026-03-01T12:00:30Z"
+PREEMPTING = {"phase": "Preempting", "verdict": "idle for 30m; preempted for team-a/waits"}
 
 
 def controller(owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,15 +69,20 @@ def scripted(
     *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
 ) -> PlanningResult:
     """A KaiwoJob wants its Job, and its ConfigMap while ``spec.config`` says so (both
-    pruned otherwise); a Model carries the cache finalizer and its feature label, and its
-    Pod ``spec.replace`` names is deleted (a rollout); a GpuWorkload is deleted (its TTL);
-    a KaiwoQueueConfig's ResourceFlavor being replaced is deleted and has Kueue's finalizer
-    released."""
+    pruned otherwise); a Model carries the cache finalizer and its feature label, its Pod
+    ``spec.replace`` names is deleted (a rollout), and it is scaled as the autoscaler's
+    decision ``spec.decided`` says while its replicas are those the decision started from
+    (``autoscaling.scale_intent``); a GpuWorkload whose workload is being preempted
+    (``Preempting``) preempts it while it still holds (``gpu_workload_plan._preempting``),
+    one without a workload is deleted (its TTL); a KaiwoQueueConfig's ResourceFlavor being
+    replaced is deleted and has Kueue's finalizer released."""
     meta = owner["metadata"]
     uid = meta["uid"]
     ref = ObjectRef.of(owner)
     selector = {OWNER_UID_LABEL: uid}
     spec = owner.get("spec") or {}
+    if owner["kind"] in ("Pod", "Deployment"):  # the workloads preempted: not planned here
+        return PlanningResult(plan=None)
     if owner["kind"] == "KaiwoJob":
         desired = [child(owner, "batch/v1", "Job", meta["name"])]
         if spec.get("config"):
@@ -90,7 +98,15 @@ def scripted(
         )
     elif owner["kind"] == "Model":
         replaced = spec.get("replace")
+        decided = spec.get("decided") or {}
+        replicas = spec.get("replicas") or 0
+        scale = (
+            ScaleIntent(target=ref, replicas=decided["to"], from_replicas=replicas)
+            if decided and replicas == decided["from"] != decided["to"]
+            else None
+        )
         plan = Plan(
+            observed_generation=meta["generation"],
             owner=ref,
             prune_selector=selector,
             finalizers=(CACHE_EVICTION,),
@@ -108,6 +124,15 @@ def scripted(
                 if replaced
                 else ()
             ),
+            scale=scale,
+        )
+    elif owner["kind"] == "GpuWorkload" and "workloadUid" in spec:
+        root = context.cluster.by_uid(spec["workloadUid"])
+        holds = root is not None and still_holds(root)
+        plan = Plan(
+            owner=ref,
+            status=owner.get("status"),
+            preempt=preempt_intent(root) if root is not None and holds else None,
         )
     elif owner["kind"] == "GpuWorkload":
         plan = Plan(owner=ref, delete_owner=True)
@@ -141,6 +166,33 @@ def owner(kind: str, name: str, **spec: Any) -> dict[str, Any]:
 
 def with_metadata(obj: Mapping[str, Any], **metadata: Any) -> dict[str, Any]:
     return {**obj, "metadata": {**obj["metadata"], **metadata}}
+
+
+def with_spec(obj: Mapping[str, Any], **spec: Any) -> dict[str, Any]:
+    return {**obj, "spec": {**obj["spec"], **spec}}
+
+
+def workload(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A workload asking for a GPU that no Kaiwo kind owns: a GpuWorkload's plan may
+    preempt it, and its changes replan that GpuWorkload."""
+    pod_spec = {"containers": [{"name": "main", "resources": {"limits": {"amd.com/gpu": 1}}}]}
+    if kind == "Deployment":
+        spec = {"template": {"spec": pod_spec}, **spec}
+    else:
+        spec = {**pod_spec, **spec}
+    return {
+        "apiVersion": {"Deployment": "apps/v1"}.get(kind, "v1"),
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}"},
+        "spec": spec,
+    }
+
+
+def preempting(victim: Mapping[str, Any]) -> dict[str, Any]:
+    """The GpuWorkload of ``victim`` once its status saying why it is preempted is written."""
+    meta = victim["metadata"]
+    name = gpu_workload_name(kind=victim["kind"], name=meta["name"], uid=meta["uid"])
+    return {**owner("GpuWorkload", name, workloadUid=meta["uid"]), "status": dict(PREEMPTING)}
 
 
 def plans_of(harness: Any, name: str) -> list[Envelope[PlanDecidedV1]]:
@@ -279,20 +331,90 @@ async def test_an_owner_the_plan_deletes_is_deleted_by_the_next_resync(
     assert await resync_publishes(harness, service, clock, "gone-pod") == []
 
 
+async def test_a_scale_the_executor_gave_up_on_is_made_by_the_next_resync(
+    harness: Any, service: Any, clock: Any
+) -> None:
+    """An autoscaled Model whose scale-up was dead-lettered stayed at its old replicas."""
+    model = with_metadata(
+        owner("Model", "llama", replicas=1, decided={"from": 1, "to": 3}),
+        finalizers=[CACHE_EVICTION],
+        labels={FEATURE_LABEL: "true"},
+    )
+    await harness.observe(model, "1", "ADDED")
+    await harness.drain(service)
+    [first] = plans_of(harness, "llama")
+    assert first.data.plan.scale is not None
+    assert (first.data.plan.scale.from_replicas, first.data.plan.scale.replicas) == (1, 3)
+
+    assert await resync_publishes(harness, service, clock, "llama") == ["resync"]
+    # Scaled: its spec, so its generation, moved on.
+    await harness.observe(with_metadata(with_spec(model, replicas=3), generation=2), "2")
+    assert await resync_publishes(harness, service, clock, "llama") == []
+
+
+async def test_a_preemption_the_executor_gave_up_on_is_made_by_the_next_resync(
+    harness: Any, service: Any, clock: Any
+) -> None:
+    """Its status written, the deletion of an idle Pod dead-lettered: the Pod kept its GPUs
+    and the workload waiting for them kept waiting."""
+    pod = workload("Pod", "idle")
+    record = preempting(pod)
+    await harness.observe(pod, "1", "ADDED")
+    await harness.observe(record, "2", "ADDED")
+    await harness.drain(service)
+    [first] = plans_of(harness, record["metadata"]["name"])
+    assert first.data.plan.preempt is not None
+    assert first.data.plan.preempt.action == "delete"
+
+    assert await resync_publishes(harness, service, clock, record["metadata"]["name"]) == ["resync"]
+    # Deleted, in its grace period: being stopped, nothing left to do.
+    await harness.observe(with_metadata(pod, deletionTimestamp=DELETING), "3")
+    assert await resync_publishes(harness, service, clock, record["metadata"]["name"]) == []
+
+
+async def test_a_scale_to_zero_the_executor_gave_up_on_is_made_by_the_next_resync(
+    harness: Any, service: Any, clock: Any
+) -> None:
+    deployment = workload("Deployment", "idle-server", replicas=2)
+    record = preempting(deployment)
+    name = record["metadata"]["name"]
+    await harness.observe(deployment, "1", "ADDED")
+    await harness.observe(record, "2", "ADDED")
+    await harness.drain(service)
+    [first] = plans_of(harness, name)
+    assert first.data.plan.preempt is not None
+    assert (first.data.plan.preempt.action, first.data.plan.preempt.from_replicas) == (
+        "scale-to-zero",
+        2,
+    )
+
+    assert await resync_publishes(harness, service, clock, name) == ["resync"]
+    await harness.observe(with_spec(deployment, replicas=0), "3")
+    assert await resync_publishes(harness, service, clock, name) == []
+
+
 async def test_a_settled_cluster_gets_no_plan_at_a_resync(
     harness: Any, service: Any, clock: Any
 ) -> None:
     job = owner("KaiwoJob", "train", config=True)
+    # Scaled as the autoscaler decided; a preempted Pod in its grace period.
     model = with_metadata(
-        owner("Model", "llama"), finalizers=[CACHE_EVICTION], labels={FEATURE_LABEL: "true"}
+        owner("Model", "llama", replicas=3, decided={"from": 1, "to": 3}),
+        finalizers=[CACHE_EVICTION],
+        labels={FEATURE_LABEL: "true"},
+        generation=2,
     )
+    stopping = with_metadata(workload("Pod", "idle"), deletionTimestamp=DELETING)
     await harness.observe(job, "1", "ADDED")
     await harness.observe(child(job, "batch/v1", "Job", "train", uid="uid-job"), "2", "ADDED")
     await harness.observe(child(job, "v1", "ConfigMap", "train-config", uid="uid-cm"), "3", "ADDED")
     await harness.observe(model, "4", "ADDED")
+    await harness.observe(stopping, "5", "ADDED")
+    await harness.observe(preempting(stopping), "6", "ADDED")
     await harness.drain(service)
     published = len(harness.plans())
-    assert published == 2  # one per owner, when first observed
+    assert published == 3  # one per owner, when first observed
+    assert harness.plans()[-1].data.plan.preempt is not None  # asked until the Pod is gone
 
     for _ in range(3):
         clock.advance(600)

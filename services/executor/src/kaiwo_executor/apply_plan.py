@@ -128,7 +128,8 @@ from datetime import datetime
 
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome
-from kaiwo_contracts.plans import ObjectRef, Plan, PreemptIntent, ScaleIntent
+from kaiwo_contracts.plans import ObjectRef, Plan, PreemptIntent
+from kaiwo_contracts.replica_writes import to_zero
 
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_refusals import with_refusals
@@ -316,7 +317,4 @@ class PlanExecutor:
         if intent.action == "delete":
             await self._deletions.delete(run, intent.target, operation="preempt")
             return
-        scale = ScaleIntent(
-            target=intent.target, replicas=0, from_replicas=intent.from_replicas or 0
-        )
-        await self._owner.scale(run, scale, operation="preempt")
+        await self._owner.scale(run, to_zero(intent), operation="preempt")

@@ -11,6 +11,12 @@ from typing import Any
 from kaiwo_contracts.confinement import CONFINEMENTS
 from kaiwo_contracts.events.results import Operation
 from kaiwo_contracts.plans import STATUS_FIELD_MANAGER, EventIntent, ObjectRef, ScaleIntent
+from kaiwo_contracts.replica_writes import (
+    ReplicasVerdict,
+    replicas_verdict,
+    spec_moved,
+    writes_unset_replicas,
+)
 from kaiwo_kube import AlreadyExists, Conflict, Invalid, NotFound, ResourceType
 
 from kaiwo_executor.execution_memo import content_hash
@@ -78,19 +84,19 @@ class OwnerWrites:
         """Steps 4 and 8: set the replicas, only while they are those the decision read."""
         target = intent.target
         planned = run.plan.observed_generation
-        fills_unset = writes_unset_replicas(intent, operation)
+        preemption = operation == "preempt"
+        fills_unset = writes_unset_replicas(intent, preemption=preemption)
 
         async def scale() -> StepOutcome:
             resource, live = await self._calls.read_same(target)
             if live is None:
                 return StepOutcome.OWNER_GONE
+            verdict = replicas_verdict(
+                live, intent, preemption=preemption, planned_generation=planned
+            )
+            if verdict != "to-write":
+                return _NOT_WRITTEN[verdict]
             current = (live.get("spec") or {}).get("replicas")
-            if (current if fills_unset else (current or 0)) == intent.replicas:
-                return StepOutcome.UNCHANGED
-            if (current or 0) != intent.from_replicas:
-                return StepOutcome.MOVED
-            if operation == "scale" and _spec_moved(live, planned):
-                return StepOutcome.STALE
             read_at = (live.get("metadata") or {}).get("resourceVersion")
             try:
                 await self._set_replicas(
@@ -207,7 +213,7 @@ class OwnerWrites:
             return StepOutcome.MOVED
         if operation != "scale":
             raise refusal
-        if _spec_moved(again, planned):
+        if spec_moved(again, planned):
             return StepOutcome.STALE
         if (again.get("metadata") or {}).get("resourceVersion") != read_at:
             raise Conflict(
@@ -255,20 +261,8 @@ class OwnerWrites:
         )
 
 
-def writes_unset_replicas(intent: ScaleIntent, operation: Operation) -> bool:
-    """Whether a scale only writes down replicas the object leaves unset: a Model's
-    ``spec.replicas`` absent, which its bounds read as ``minReplicas``, 0 here (the planner's
-    ``replica_bounds_intent`` says so with ``from_replicas == replicas``, decision 0223).
-    Elsewhere an absent field counts as 0, so such a scale would find the Model "already
-    there" and its scale subresource would keep answering 500. It writes the field only while
-    it is absent: a number anyone set since stands (a preemption's own 0-from-0 is not one)."""
-    return operation == "scale" and intent.from_replicas == intent.replicas
-
-
-def _spec_moved(live: dict[str, Any], planned: int | None) -> bool:
-    """Whether ``live``'s spec is no longer the generation the plan (and the autoscaler's
-    decision it carries) was made from: the user set ``autoscalingDisabled``, edited the
-    bounds or scaled it by hand since. Such a scale is left to the next decision."""
-    if planned is None:
-        return False
-    return (live.get("metadata") or {}).get("generation") != planned
+_NOT_WRITTEN: dict[ReplicasVerdict, StepOutcome] = {  # why the replicas were left alone
+    "done": StepOutcome.UNCHANGED,
+    "moved": StepOutcome.MOVED,
+    "stale": StepOutcome.STALE,
+}

@@ -214,8 +214,8 @@ class OwnerRounds:
 
     def _undone(self, plan: Plan, owner: Mapping[str, Any]) -> tuple[str, ...]:
         """The plan's effects the observed cluster does not show but its children and status
-        (decision 0250): looked for at a resync only, which is when a plan the executor gave
-        up on is published again."""
+        (decisions 0250 and 0263): looked for at a resync only, which is when a plan the
+        executor gave up on is published again."""
         projection = self._state.projection
         cluster = projection.cluster_state()
         undone = undone_effects(

@@ -11,7 +11,8 @@ A published plan names as ``absent`` and ``drifted`` only what became so since t
 was last planned; a periodic resync (``reapply_gaps``) names every gap again, and publishes
 again a status the owner does not show (decision 0234) and a plan whose other effects the
 observed cluster does not show (``undone``: a child to prune still there, the owner's
-finalizers or labels not the plan's, a deletion not made; decision 0250).
+finalizers or labels not the plan's, a deletion not made, decision 0250; a scale or a
+preemption not made, decision 0263).
 
 Pure: :func:`publication` takes what was published last (:class:`Published`) and the new
 plan with its gaps, and returns what to publish and what to remember.

@@ -1,5 +1,5 @@
 """What a plan asks of the cluster beyond its children and status, and the observed cluster
-does not show: asked at a periodic resync (decision 0250).
+does not show: asked at a periodic resync (decisions 0250 and 0263).
 
 The executor gives up on a plan whose API calls kept failing through every delivery (the API
 server away longer than the retries). A resync makes good the children it left absent or
@@ -11,17 +11,26 @@ for what the executor would still do:
   (its labels and controller) and not being deleted;
 - ``release-finalizers``: a child being deleted that still carries a finalizer the plan takes
   off (``Plan.release_finalizers``);
+- ``scale``: the owner's replicas not the plan's (``Plan.scale``), still those the decision
+  started from, and the owner still the generation planned
+  (:func:`kaiwo_contracts.replica_writes.replicas_verdict`, which the executor asks too);
 - ``prune``: a child of the owner still there that the plan's prune would delete: of a kind
   a prune rule names (in the owner's namespace when the rule's kind is namespaced), carrying
   the prune selector's labels, controlled by the owner, not desired, not being deleted;
 - ``finalizers``: the owner without a finalizer the plan names, or with one of the operator's
   it does not (``Plan.finalizers``);
 - ``labels``: the owner's operator labels other than the plan's (``Plan.owner_labels``);
+- ``preempt``: the workload the plan preempts (``Plan.preempt``, by uid) still there and not
+  being deleted: for a deletion, that is all; for a scale to zero, its replicas not 0 and
+  still those the decision started from;
 - ``delete-owner``: the owner the plan deletes still there and not being deleted.
 
 The planners leave ``finalizers`` and ``owner_labels`` out (None) once the owner carries
-them, and ask for no deletion of what is being deleted already, so a settled owner shows
-every effect and nothing is published for it.
+them, a scale once the Model is at its replicas and a preemption once its workload is gone
+or at zero, and ask for no deletion of what is being deleted already, so a settled owner
+shows every effect and nothing is published for it. A preemption goes only after the status
+saying why is written (the executor's step 8): a status the owner does not show publishes
+the plan anyway (decision 0234), so it is not looked at here.
 
 Pure: the caller passes the owner, its children and a lookup by uid, as observed.
 """
@@ -34,14 +43,17 @@ from typing import Any, Final
 from kaiwo_contracts import confinement as owner_kinds
 from kaiwo_contracts.confinement.objects import is_owners
 from kaiwo_contracts.plans import Plan
+from kaiwo_contracts.replica_writes import replicas_verdict, to_zero
 
 from kaiwo_planner.domain.state.index_entry import api_group_of, object_identity
 
 DELETE: Final = "delete"
 RELEASE_FINALIZERS: Final = "release-finalizers"
+SCALE: Final = "scale"
 PRUNE: Final = "prune"
 FINALIZERS: Final = "finalizers"
 LABELS: Final = "labels"
+PREEMPT: Final = "preempt"
 DELETE_OWNER: Final = "delete-owner"
 
 
@@ -63,6 +75,8 @@ def undone_effects(
         for release in plan.release_finalizers
     ):
         undone.append(RELEASE_FINALIZERS)
+    if _scale_undone(plan, owner):
+        undone.append(SCALE)
     if _unwanted_child(plan, children):
         undone.append(PRUNE)
     # Through the module: a dict imported by name would be state held by this one.
@@ -76,9 +90,39 @@ def undone_effects(
             metadata.get("labels") or {}, plan.owner_labels, owns=confinement.owns_label
         ):
             undone.append(LABELS)
+    if _preemption_undone(plan, by_uid):
+        undone.append(PREEMPT)
     if plan.delete_owner and not metadata.get("deletionTimestamp"):
         undone.append(DELETE_OWNER)
     return tuple(undone)
+
+
+def _scale_undone(plan: Plan, owner: Mapping[str, Any]) -> bool:
+    """The executor would write the owner's replicas: they are not the plan's, are still
+    those the decision started from, and the owner is still the generation planned."""
+    intent = plan.scale
+    if intent is None or _metadata(owner).get("uid") != intent.target.uid:
+        return False  # a plan scales only its owner; another uid is another object
+    verdict = replicas_verdict(
+        owner, intent, preemption=False, planned_generation=plan.observed_generation
+    )
+    return verdict == "to-write"
+
+
+def _preemption_undone(plan: Plan, by_uid: Callable[[str], Mapping[str, Any] | None]) -> bool:
+    """The workload the plan preempts (found by the plan's uid) still runs and is not being
+    stopped: there and not being deleted, and for a scale to zero the executor would write
+    its replicas (not 0 yet, and still those the decision started from)."""
+    intent = plan.preempt
+    if intent is None:
+        return False
+    victim = by_uid(intent.target.uid or "")
+    if victim is None or _metadata(victim).get("deletionTimestamp"):
+        return False
+    if intent.action == "delete":
+        return True
+    verdict = replicas_verdict(victim, to_zero(intent), preemption=True, planned_generation=None)
+    return verdict == "to-write"
 
 
 def _unwanted_child(plan: Plan, children: Iterable[Mapping[str, Any]]) -> bool:
