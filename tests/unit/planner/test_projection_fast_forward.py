@@ -8,9 +8,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_planner.domain.state import observed_objects
 from kaiwo_planner.domain.state.observed_objects import superseded
 from kaiwo_planner.domain.state.projection import Projection
 
@@ -92,6 +94,31 @@ def test_fast_forward_files_each_object_once_and_ends_where_applying_each_ends()
     assert fast.objects.tombstone_count == 1
     assert fast.objects.nodes == one_by_one.objects.nodes
     assert fast.version - versions_before == 3  # a at 3, the Node, b's deletion
+
+
+def test_fast_forward_makes_no_change_record_and_counts_the_kinds_it_filed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A replay takes in every observation of its store here; the projection reads only the
+    # kind of each change, so no Change (with its ObjectRef model) is made for one (0258).
+    batch = numbered(
+        observed("a", "1", event="ADDED"),  # passed over: a's 3 replaces it
+        observed("a", "2", label="b"),  # passed over too
+        observed("n", "7", event="ADDED", kind="Node"),
+        observed("a", "3", label="c"),
+        observed("b", "5", event="ADDED"),
+        observed("b", "4"),  # older than b's 5: stale, nothing filed
+    )
+
+    def no_change(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("fast_forward made a Change")
+
+    monkeypatch.setattr(observed_objects, "Change", no_change)
+    projection = Projection(share_strings=False)
+
+    filed = projection.objects.fast_forward(batch)
+
+    assert filed == [("", "Node"), ("batch", "Job"), ("batch", "Job")]
 
 
 def test_a_version_passed_over_forgets_the_tombstones_taking_it_in_would_forget() -> None:

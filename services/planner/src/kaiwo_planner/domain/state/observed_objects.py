@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
@@ -87,6 +87,11 @@ class Change:
     @property
     def kind(self) -> str:
         return self.ref.kind
+
+
+_TakenIn: TypeAlias = "tuple[Entry | None, Entry | None, bool, Mapping[QueueUse, int]]"
+"""An observation taken in (:meth:`ObservedObjects._take_in`): the entry held before, the
+one filed now (None: deleted), whether the content changed, the queue uses before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,22 +212,24 @@ class ObservedObjects:
         :meth:`holds_version`), as :meth:`apply` would count it."""
         self._last_sequence = max(self._last_sequence, sequence)
 
-    def fast_forward(self, observations: Sequence[tuple[int, ObservedObjectV1]]) -> list[Change]:
+    def fast_forward(
+        self, observations: Sequence[tuple[int, ObservedObjectV1]]
+    ) -> list[tuple[str, str]]:
         """Take in ``observations`` (in sequence order) as :meth:`apply` would one by one, to
         the same objects, tombstones and sequence, without filing the versions that a later
         one of the same object replaces anyway (:func:`superseded`). Such a version is passed
         over with what taking it in would do to the other objects: if it would be taken in,
-        the tombstones that forgets. Returns the changes of the observations filed."""
+        the tombstones that forgets. Returns the (API group, kind) of each observation filed,
+        all that its caller reads of a change: no :class:`Change` is made (a replay takes in
+        every observation of its store here, decision 0258)."""
         skipped = superseded(observations) if len(observations) > 1 else frozenset()
-        changes: list[Change] = []
+        kinds: list[tuple[str, str]] = []
         for sequence, observed in observations:
             if sequence in skipped:
                 self._pass_over_superseded(observed, sequence)
-            else:
-                change = self.apply(observed, sequence=sequence)
-                if change is not None:
-                    changes.append(change)
-        return changes
+            elif self._take_in(observed, sequence) is not None:
+                kinds.append((api_group_of(observed.api_version), observed.kind))
+        return kinds
 
     def _pass_over_superseded(self, observed: ObservedObjectV1, sequence: int) -> None:
         """Pass over ``observed``, forgetting the tombstones :meth:`apply` would forget.
@@ -244,24 +251,10 @@ class ObservedObjects:
         included, unless it is exactly that already. A reobserved ``DELETED`` (the API server
         has no object with that uid) removes it likewise.
         """
-        self.pass_over(sequence)
-        key = _key(observed.api_version, observed.kind, observed.uid)
-        live = self._live.get(key)
-        if self._is_stale(key, live, observed):
+        taken = self._take_in(observed, sequence)
+        if taken is None:
             return None
-        entry, content_changed = self._entry_for(live, observed, sequence)
-        uses_before = self._index.queue_uses
-        self._tombstones.pop(key, None)
-        if live is not None and entry is not None:
-            self._refile(key, live, entry)
-        else:
-            if live is not None:
-                self._unfile(key, live)
-            if entry is None:
-                self._tombstones[key] = Tombstone(observed.resource_version, sequence)
-            else:
-                self._file(key, entry)
-        self._forget_old_tombstones()
+        live, entry, content_changed, uses_before = taken
         return Change(
             ref=ObjectRef(
                 api_version=observed.api_version,
@@ -283,6 +276,29 @@ class ObservedObjects:
             ),
             content_changed=content_changed,
         )
+
+    def _take_in(self, observed: ObservedObjectV1, sequence: int) -> _TakenIn | None:
+        """:meth:`apply` but for its :class:`Change`: what was held, what is filed now,
+        whether the content changed, and the queue uses before; None when stale."""
+        self.pass_over(sequence)
+        key = _key(observed.api_version, observed.kind, observed.uid)
+        live = self._live.get(key)
+        if self._is_stale(key, live, observed):
+            return None
+        entry, content_changed = self._entry_for(live, observed, sequence)
+        uses_before = self._index.queue_uses
+        self._tombstones.pop(key, None)
+        if live is not None and entry is not None:
+            self._refile(key, live, entry)
+        else:
+            if live is not None:
+                self._unfile(key, live)
+            if entry is None:
+                self._tombstones[key] = Tombstone(observed.resource_version, sequence)
+            else:
+                self._file(key, entry)
+        self._forget_old_tombstones()
+        return live, entry, content_changed, uses_before
 
     def _is_stale(self, key: _Key, live: Entry | None, observed: ObservedObjectV1) -> bool:
         incoming = observed.resource_version

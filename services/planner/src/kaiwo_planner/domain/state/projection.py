@@ -109,8 +109,8 @@ class Projection:
 
         :attr:`version` counts fewer changes: it is for the planning contexts, and no context
         can have seen a state between two of ``observations``."""
-        for change in self.objects.fast_forward(observations):
-            self._changed((change.group, change.kind))
+        for kind in self.objects.fast_forward(observations):
+            self._changed(kind)
 
     def pass_over(self, sequence: int) -> None:
         """Count observation ``sequence`` as read without taking it in, as :meth:`apply` would
