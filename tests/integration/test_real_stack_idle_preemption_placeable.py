@@ -133,7 +133,12 @@ async def test_a_pod_no_node_could_hold_has_no_idle_job_stopped_for_it(
         ]
         return found[0] if found else Pending("the pod's GpuWorkload does not say PendingGpu")
 
-    await eventually(waits_for_gpus, what="the pod waiting for GPUs", within=STEP)
+    record = await eventually(waits_for_gpus, what="the pod waiting for GPUs", within=STEP)
+    # Its record says nobody is preempted for it (decision 0260), not that somebody may be.
+    assert record["status"]["verdict"].endswith(
+        "no schedulable node has enough GPUs and matches its node selector and affinity, "
+        "so no idle workload is preempted for it"
+    ), record["status"]
 
     deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
     while asyncio.get_running_loop().time() < deadline:

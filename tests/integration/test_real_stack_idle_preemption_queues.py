@@ -8,6 +8,12 @@ queue ``qa``: Kueue would give the freed quota back to ``qb`` only, and the wait
 still wait (before the fix it was terminated, and the waiting job stayed PENDING). Once the
 job holding ``qa``'s quota idles too, it is the one preempted, and the waiting job runs.
 
+The same holds for GPU workloads no Kaiwo kind owns (decision 0260): plain Jobs queued by
+their ``kueue.x-k8s.io/queue-name`` label in two LocalQueues of one namespace (``qc`` and
+``qd``, no cohort). An idle opted-in plain Job of ``qd`` is kept for a plain Job waiting in the
+full ``qc`` (before the fix it matched any queue: it was deleted for the waiting Job, which
+Kueue still did not admit).
+
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
 quota, and an idle opted-in job of ``qs`` is preempted for it (before the fix the service,
@@ -29,7 +35,13 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
-from tests.integration.test_real_stack import flavor, kaiwo_job, queue, vllm_service
+from tests.integration.test_real_stack import (
+    RUN_SECONDS,
+    flavor,
+    kaiwo_job,
+    queue,
+    vllm_service,
+)
 from tests.prometheus_server import GpuExporter, GpuSeries
 from tests.real_cluster import RealCluster
 from tests.real_stack import kwok_fleet
@@ -43,7 +55,7 @@ pytestmark = [
 ]
 
 MI300X: Final = NODE_TYPES["amd-mi300x"]
-FLEET: Final = tuple(NodeSpec(f"idle-q-mi300x-{i}", MI300X) for i in range(1, 6))
+FLEET: Final = tuple(NodeSpec(f"idle-q-mi300x-{i}", MI300X) for i in range(1, 8))
 STEP: Final = 90.0
 OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
 ON_PRESSURE: Final = {
@@ -77,7 +89,8 @@ async def stack(
         )
         team_a, team_b = namespaces(pipeline)
         serving = serving_namespace(pipeline)
-        for namespace in (team_a, team_b, serving):
+        plain = plain_namespace(pipeline)
+        for namespace in (team_a, team_b, serving, plain):
             await actors.create_namespace(admin, namespace)
         await admin.merge_patch(
             resources.NAMESPACE,
@@ -101,6 +114,8 @@ async def stack(
                         queue("qa", team_a, flavor("mi300x", amd=8)),
                         queue("qb", team_b, flavor("mi300x", amd=8)),
                         queue("qs", serving, flavor("mi300x", amd=16)),
+                        queue("qc", plain, flavor("mi300x", amd=8)),
+                        queue("qd", plain, flavor("mi300x", amd=8)),
                     ],
                 },
             },
@@ -117,6 +132,10 @@ def namespaces(pipeline: Pipeline) -> tuple[str, str]:
 
 def serving_namespace(pipeline: Pipeline) -> str:
     return f"{pipeline.namespace}-svc"
+
+
+def plain_namespace(pipeline: Pipeline) -> str:
+    return f"{pipeline.namespace}-plain"
 
 
 async def short_pending_threshold(kube: KubernetesAsyncioAdapter) -> None:
@@ -162,6 +181,87 @@ def readings(namespace: str, pod: str, percent: float) -> list[GpuSeries]:
 def terminated_early(workload: dict[str, Any]) -> dict[str, Any] | None:
     conditions = (workload.get("status") or {}).get("conditions") or ()
     return next((c for c in conditions if c.get("type") == "WorkloadTerminatedEarly"), None)
+
+
+def plain_job(name: str, namespace: str, local_queue: str, **annotations: str) -> dict[str, Any]:
+    """A batch Job no Kaiwo kind owns, queued by Kueue in ``local_queue``: 8 GPUs for an hour."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": local_queue},
+            "annotations": annotations,
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": {RUN_SECONDS: "3600"}},
+                "spec": {
+                    "schedulerName": "kaiwo-scheduler",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"limits": {"amd.com/gpu": "8"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def record_phase(pipeline: Pipeline, namespace: str, name: str) -> str | None:
+    """The phase the GpuWorkload of the Job ``name`` says (None: no record yet)."""
+    listed = await pipeline.kube.list(resources.GPU_WORKLOAD, namespace=namespace)
+    for record in listed.items:
+        if record["spec"]["workloadRef"]["name"] == name:
+            return (record.get("status") or {}).get("phase")
+    return None
+
+
+async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    await pipeline.kube.create(plain_job("holder-c", plain, "qc"), field_manager="carol")
+    await pipeline.kube.create(
+        plain_job("idle-d", plain, "qd", **ON_PRESSURE), field_manager="dave"
+    )
+    idle_pod = await running_pod(pipeline, plain, "idle-d")
+    await running_pod(pipeline, plain, "holder-c")
+    exporter.series = readings(plain, idle_pod, 1.0)
+
+    async def idle() -> str | Pending:
+        phase = await record_phase(pipeline, plain, "idle-d")
+        return phase if phase == "Idle" else Pending(f"idle-d's record says {phase}")
+
+    await eventually(idle, what="idle-d judged idle", within=STEP)
+
+    # qc is full: Kueue does not admit the waiting Job for GPUs.
+    await pipeline.kube.create(
+        plain_job("waiter-c", plain, "qc", **ON_PRESSURE), field_manager="carol"
+    )
+
+    async def waits() -> str | Pending:
+        phase = await record_phase(pipeline, plain, "waiter-c")
+        return phase if phase == "PendingGpu" else Pending(f"waiter-c's record says {phase}")
+
+    await eventually(waits, what="waiter-c waiting for GPUs", within=STEP)
+
+    # What idle-d frees goes back to qd: it is kept, and the waiting Job waits.
+    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
+        job = await pipeline.kube.get(resources.JOB, "idle-d", namespace=plain)
+        assert "deletionTimestamp" not in job["metadata"]
+        assert await record_phase(pipeline, plain, "idle-d") == "Idle"
+        await asyncio.sleep(1.0)
+    for name in ("holder-c", "idle-d", "waiter-c"):
+        await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
 
 async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(

@@ -110,3 +110,30 @@ def test_required_node_affinity_is_matched_against_the_nodes_labels() -> None:
 def test_without_nodes_of_the_resource_observed_the_planner_does_not_judge() -> None:
     """Nodes not observed yet: the waiting pod presses as before."""
     assert preempted_for(waiting_pod(16)) == "notebook"
+
+
+def test_the_record_of_a_pod_no_node_could_hold_says_nobody_is_preempted_for_it() -> None:
+    """Decision 0260: the verdict no longer promises a preemption the decision never makes."""
+    pod = waiting_pod(16)
+    state = ClusterState.from_wire(
+        nodes=[EIGHT], objects=[namespace(), pod, record(pod)], namespaces=["team-a"]
+    )
+    planned = plan_of(record(pod), state).plan
+    told = (
+        "Waiting for 16 amd GPUs since 2026-03-01T11:00:00Z: no schedulable node has enough "
+        "GPUs and matches its node selector and affinity, so no idle workload is preempted "
+        "for it"
+    )
+    assert planned.status["phase"] == "PendingGpu"
+    assert planned.status["verdict"] == told
+    assert [(e.type, e.reason, e.message) for e in planned.events] == [
+        ("Warning", "WorkloadPendingGpu", told)
+    ]
+    fits = waiting_pod(8)
+    state = ClusterState.from_wire(
+        nodes=[EIGHT], objects=[namespace(), fits, record(fits)], namespaces=["team-a"]
+    )
+    assert plan_of(record(fits), state).plan.status["verdict"] == (
+        "Waiting for 8 amd GPUs since 2026-03-01T11:00:00Z: idle workloads under the "
+        "OnPressure policy may be preempted for it"
+    )

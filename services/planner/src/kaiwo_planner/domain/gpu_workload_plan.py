@@ -13,8 +13,9 @@ Two owners plan here:
 
   - ``Unknown``: no fresh reading; ``PendingGpu``: waiting for GPUs (Kueue does not admit
     it for GPUs, or the scheduler cannot place it or one of its pods for GPUs, decisions 0056
-    and 0066), which makes it a pressure for the ``OnPressure`` policy; ``Active``: at or
-    above the threshold; ``Idle``: an idle stretch that counts
+    and 0066), which makes it a pressure for the ``OnPressure`` policy, unless no node could
+    hold one of its pods (decision 0256: the verdict says nobody is preempted for it, decision
+    0260); ``Active``: at or above the threshold; ``Idle``: an idle stretch that counts
     (:func:`~kaiwo_planner.domain.scheduling.gpu_workload_state.reading_of`);
   - ``Preempting``: the idle-preemption decision
     (:mod:`~kaiwo_planner.domain.scheduling.idle_preemption`, the one that preempts idle
@@ -95,6 +96,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
     idle_preemption_decision,
     waiting_of,
 )
+from kaiwo_planner.domain.scheduling.placeable import could_be_placed
 from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config, parse_time
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.conditions import format_time
@@ -208,7 +210,12 @@ def plan_gpu_workload(
     if chosen is not None:
         return _start_preemption(ref, metadata, root, settings, chosen, reading, now=now)
     waiting = waiting_of(root, cluster) if reading.percent is None else None
-    return _judged(ref, metadata, previous, root, settings, reading, waiting=waiting)
+    # The idle-preemption decision presses for no pod no node could hold (decision 0256);
+    # the record says so rather than promise a preemption that never comes (decision 0260).
+    placeable = waiting is None or could_be_placed(root, cluster.nodes)
+    return _judged(
+        ref, metadata, previous, root, settings, reading, waiting=waiting, placeable=placeable
+    )
 
 
 def _judged(
@@ -220,6 +227,7 @@ def _judged(
     reading: Reading,
     *,
     waiting: GpuWait | None = None,
+    placeable: bool = True,
 ) -> GpuWorkloadPlanning:
     if waiting is not None:
         phase = PENDING_GPU
@@ -236,7 +244,7 @@ def _judged(
         "utilization": shown_utilization(previous, phase, reading.percent),
         "idleSince": format_time(reading.idle_since) if reading.idle_since else None,
         "verdict": (
-            waiting_verdict(root, waiting)
+            waiting_verdict(root, waiting, placeable=placeable)
             if waiting is not None
             else verdict(phase, settings, reading, vendor=gpu_vendor(root))
         ),
@@ -245,7 +253,9 @@ def _judged(
     if waiting is not None and previous.get("phase") != PENDING_GPU:
         events = (
             EventIntent(
-                type="Warning", reason=REASON_PENDING_GPU, message=waiting_verdict(root, waiting)
+                type="Warning",
+                reason=REASON_PENDING_GPU,
+                message=waiting_verdict(root, waiting, placeable=placeable),
             ),
         )
     if phase == IDLE and previous.get("phase") != IDLE and reading.idle_since is not None:

@@ -106,13 +106,16 @@ def verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, ve
     )
 
 
-def waiting_verdict(root: Mapping[str, Any], waiting: GpuWait) -> str:
-    """The verdict on a workload waiting for GPUs (a pressure under ``OnPressure``)."""
-    return (
-        f"Waiting for {waiting.gpus} {gpu_vendor(root)} GPUs since "
-        f"{format_time(waiting.since)}: idle workloads under the OnPressure policy may be "
-        "preempted for it"
-    )
+def waiting_verdict(root: Mapping[str, Any], waiting: GpuWait, *, placeable: bool = True) -> str:
+    """The verdict on a workload waiting for GPUs: a pressure under ``OnPressure``, unless no
+    node could hold one of its pods however many GPUs were freed (decisions 0256, 0260)."""
+    waits = f"Waiting for {waiting.gpus} {gpu_vendor(root)} GPUs since {format_time(waiting.since)}"
+    if not placeable:
+        return (
+            f"{waits}: no schedulable node has enough GPUs and matches its node selector and "
+            "affinity, so no idle workload is preempted for it"
+        )
+    return f"{waits}: idle workloads under the OnPressure policy may be preempted for it"
 
 
 def preempted_verdict(previous: Mapping[str, Any]) -> str:

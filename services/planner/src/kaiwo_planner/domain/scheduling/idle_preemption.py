@@ -50,7 +50,7 @@ class QuotaScope:
 def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bool:
     """Whether stopping the ``victim`` can let Kueue admit the ``waiting`` workload: both in
     one ClusterQueue, or in two of one cohort. A workload of unknown scope (None: Kueue does
-    not queue it, or it is not one of Kaiwo's kinds) may free what the other waits for."""
+    not queue it, or its queue is not observed) may free what the other waits for."""
     if victim is None or waiting is None:
         return True
     if victim.cluster_queue == waiting.cluster_queue:

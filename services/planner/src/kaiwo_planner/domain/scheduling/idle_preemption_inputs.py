@@ -19,11 +19,11 @@ the monitor's findings: the inputs of
   (:func:`~kaiwo_planner.domain.status.kueue_admission.pending_since`, decision 0191), or
   their ``creationTimestamp``; not those being deleted, or in a Namespace being deleted
   (decision 0130);
-* where Kueue counts each one's GPUs (:class:`~kaiwo_planner.domain.scheduling.idle_preemption.
-  QuotaScope`, decision 0236): its queue (``spec.clusterQueue`` or the KaiwoConfig's
-  default, the LocalQueue the operator makes under that name) and the cohort of the observed
-  ClusterQueue of that name. A Deployment-based KaiwoService none of whose pods Kueue made a
-  Workload for (a namespace Kueue does not manage) holds no quota: its scope is unknown;
+* where Kueue counts each one's GPUs (:mod:`~kaiwo_planner.domain.scheduling.quota_scope`,
+  decision 0236): its queue (``spec.clusterQueue`` or the KaiwoConfig's default, the
+  LocalQueue the operator makes under that name) and the cohort of the observed ClusterQueue
+  of that name. A Deployment-based KaiwoService none of whose pods Kueue made a Workload for
+  (a namespace Kueue does not manage) holds no quota: its scope is unknown;
 * in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
@@ -53,6 +53,8 @@ GpuWorkload does not say so yet (neither ``Preempted`` nor ``Deleted``). The wat
 a root and its record on separate watches: the root's deletion can reach the planner before
 the ``Preempting`` the executor wrote first, and the GPUs being freed must not look like room
 nobody asked for (seen on the real stack: a second idle workload went for the same demand).
+Each is counted where its ``kueue.x-k8s.io/queue-name`` label puts it (decision 0260: the
+LocalQueue's ClusterQueue); one Kueue does not queue matches any by vendor, as upstream.
 
 Once a GpuWorkload says ``Preempted`` for a waiting workload, that workload is no pressure for
 :data:`FREED_GPUS_SETTLE`: the GPUs freed for it are on their way (the victim's pods
@@ -92,7 +94,6 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     released_pods_of,
     running_child_of,
     vendor_gpu_stats,
-    wire_workload_shape,
 )
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
@@ -115,17 +116,20 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 )
 from kaiwo_planner.domain.scheduling.placeable import could_be_placed
 from kaiwo_planner.domain.scheduling.preemption import PREEMPTION_REASON
+from kaiwo_planner.domain.scheduling.quota_scope import (
+    cohorts_of,
+    foreign_quota_scope,
+    kaiwo_quota_scope,
+)
 from kaiwo_planner.domain.scheduling.replicas_waiting import replicas_waiting
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
     pending_threshold,
     waits_for_nothing,
-    workload_queue,
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
-from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.kueue_admission import pending_since
@@ -151,7 +155,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     pending: list[GpuDemand] = []
     in_flight: list[InFlight] = []
     freed_for: dict[str, int] = defaultdict(int)
-    cohorts = _cohorts(cluster)
+    cohorts = cohorts_of(cluster)
 
     for obj in workloads(cluster):
         status, spec = obj.get("status"), obj.get("spec")
@@ -163,7 +167,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         # The GPUs held are worked out only for a workload that takes part (decision 0158):
         # most running ones are not idle, and finished ones hold nothing.
         if uid in context.preempting:
-            scope = _quota_scope(obj, cluster, config, cohorts)
+            scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
             in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
         elif phase in _RUNNING:
             part = _running_part(obj, context, vendor, config, cohorts, now=now)
@@ -178,15 +182,15 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 (obj.get("metadata") or {}).get("creationTimestamp")
             )
             if since is not None and now - since > threshold:
-                scope = _quota_scope(obj, cluster, config, cohorts)
+                scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since, scope))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
-                scope = _quota_scope(obj, cluster, config, cohorts)
+                scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
                 in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
             else:
                 freed_for[victim.beneficiary] += _held_gpus(obj, context)
-    _foreign(context, idle=idle, pending=pending, in_flight=in_flight, now=now)
+    _foreign(context, cohorts, idle=idle, pending=pending, in_flight=in_flight, now=now)
     return decide_idle_preemptions(
         idle=idle, pending=pending, in_flight=in_flight, freed_for=freed_for, now=now
     )
@@ -210,7 +214,7 @@ def _running_part(
     finding = cluster.findings.get(object_uid(obj))
     counted = _idle_reading(obj, finding, cluster, config.spec.gpu_preemption, now=now)
     if counted is not None:
-        scope = _quota_scope(obj, cluster, config, cohorts)
+        scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
         return _idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context), quota=scope)
     return _replicas_waiting(obj, context, vendor, config, cohorts)
 
@@ -229,38 +233,8 @@ def _replicas_waiting(
     waiting = replicas_waiting(obj, cluster, lambda: _held_gpus(obj, context))
     if waiting is None:
         return None
-    scope = _quota_scope(obj, cluster, config, cohorts)
+    scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
     return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope)
-
-
-def _cohorts(cluster: ClusterState) -> dict[str, str]:
-    """The cohort of each observed ClusterQueue by name ("" for none): ``spec.cohort`` as the
-    watcher reads ClusterQueues (v1beta1), ``spec.cohortName`` as v1beta2 calls it."""
-    found: dict[str, str] = {}
-    for queue in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
-        spec = queue.get("spec")
-        name = (queue.get("metadata") or {}).get("name")
-        if isinstance(spec, Mapping) and isinstance(name, str):
-            cohort = spec.get("cohort") or spec.get("cohortName") or ""
-            found[name] = cohort if isinstance(cohort, str) else ""
-    return found
-
-
-def _quota_scope(
-    obj: Mapping[str, Any], cluster: ClusterState, config: KaiwoConfig, cohorts: Mapping[str, str]
-) -> QuotaScope | None:
-    """Where Kueue counts the Kaiwo workload's GPUs (module docstring). Its Job, RayJob or
-    AppWrapper carries the queue label, so Kueue queues it in any namespace; a Deployment's
-    pods only where Kueue manages the namespace, seen by the Workloads Kueue made for them."""
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return None
-    if wire_workload_shape(str(obj.get("kind") or ""), spec) == "deployment":
-        pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
-        if not any(cluster.kueue_workloads_for(object_uid(pod)) for pod in pods):
-            return None
-    queue = workload_queue(spec, config)
-    return QuotaScope(cluster_queue=queue, cohort=cohorts.get(queue, ""))
 
 
 def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:
@@ -278,6 +252,7 @@ def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:
 
 def _foreign(
     context: PlanningContext,
+    cohorts: Mapping[str, str],
     *,
     idle: list[IdleWorkload],
     pending: list[GpuDemand],
@@ -285,7 +260,7 @@ def _foreign(
     now: datetime,
 ) -> None:
     """Add the GPU workloads no Kaiwo kind owns to ``idle``, ``pending`` and ``in_flight``
-    (module docstring)."""
+    (module docstring), each with the quota scope its queue label gives it (decision 0260)."""
     cluster = context.cluster
     defaults = kaiwo_config(context).spec.gpu_preemption
     threshold = pending_threshold(context)
@@ -301,7 +276,9 @@ def _foreign(
         ):
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
-            in_flight.append(InFlight(vendor, gpus))  # its queue is not read (decision 0236)
+            # A root gone leaves no label to read: its GPUs may serve anyone, as before.
+            scope = foreign_quota_scope(root, cluster, cohorts) if root else None
+            in_flight.append(InFlight(vendor, gpus, scope))
             continue
         settings = settings_of(root, cluster, defaults) if root is not None else None
         if root is None or settings is None:
@@ -311,9 +288,9 @@ def _foreign(
         if waiting is not None:
             # A pod no node could hold is helped by nobody's GPUs (decision 0256).
             if now - waiting.since > threshold and could_be_placed(root, cluster.nodes):
-                pending.append(
-                    GpuDemand(ObjectRef.key_of(root), gpu_vendor(root), waiting.gpus, waiting.since)
-                )
+                scope = foreign_quota_scope(root, cluster, cohorts)
+                key = ObjectRef.key_of(root)
+                pending.append(GpuDemand(key, gpu_vendor(root), waiting.gpus, waiting.since, scope))
             continue
         reading = reading_of(
             cluster.findings.get(str(metadata.get("uid") or "")),
@@ -332,6 +309,7 @@ def _foreign(
                 evidence_at=reading.at,
                 grace=settings.grace_period,
                 policy=settings.policy,
+                quota=foreign_quota_scope(root, cluster, cohorts),
             )
         )
     pending[:] = [demand for demand in pending if demand.key[4] not in served]

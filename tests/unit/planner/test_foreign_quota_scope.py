@@ -1,0 +1,159 @@
+"""GPU idle preemption counts a GPU workload no Kaiwo kind owns where Kueue counts it: the
+ClusterQueue of the LocalQueue its ``kueue.x-k8s.io/queue-name`` label names (decision 0260).
+An idle plain Job of one queue is kept for a plain Job or KaiwoJob waiting in another queue of
+no shared cohort: Kueue would give what it frees back to its own queue. Expected plans written
+by hand."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from kaiwo_planner.domain.scheduling.quota_scope import queue_name_of
+
+from tests.unit.planner.test_gpu_workloads import (
+    KAIWO,
+    NOW,
+    ON_PRESSURE,
+    QUOTA_FOR_GPUS,
+    cluster,
+    deployment,
+    finding,
+    job,
+    kueue_workload,
+    plan_of,
+    record,
+)
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE = "kueue.x-k8s.io/v1beta1"
+
+
+def local_queue(name: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "team-a", "uid": f"lq-{name}"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def cluster_queue(name: str, cohort: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceGroups": []}
+    if cohort is not None:
+        spec["cohort"] = cohort
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+QUEUES = (
+    local_queue("qa", "qa"),
+    local_queue("qb", "qb"),
+    cluster_queue("qa"),
+    cluster_queue("qb"),
+)
+"""Two ClusterQueues of no cohort, each with its LocalQueue of its name in team-a."""
+
+
+def labels(queue: str | None) -> dict[str, str]:
+    return {QUEUE_LABEL: queue} if queue else {}
+
+
+def idle_job(queue: str | None) -> dict[str, Any]:
+    return job("idle", annotations=ON_PRESSURE, labels=labels(queue))
+
+
+def waiting_job(queue: str | None) -> list[dict[str, Any]]:
+    """A plain Job opted in that Kueue does not admit for GPUs, its record and Workload."""
+    waits = job(
+        "waits",
+        annotations=ON_PRESSURE,
+        labels=labels(queue),
+        creationTimestamp="2026-03-01T11:00:00Z",
+    )
+    refused = kueue_workload(waits, reserved="False", message=QUOTA_FOR_GPUS)
+    return [waits, record(waits, name="job-waits-waits-01"), refused]
+
+
+def preempted_for(idle: dict[str, Any], *others: dict[str, Any]) -> str | None:
+    """The name of the workload the idle plain Job is preempted for, or None when kept."""
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    state = cluster(idle, record(idle), *others, findings=(read,))
+    plan = plan_of(record(idle), state).plan
+    if plan.preempt is None:
+        return None
+    return str(plan.status["preemptedFor"]["name"])
+
+
+def test_an_idle_plain_job_of_another_cluster_queue_is_kept_for_a_waiting_one() -> None:
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *QUEUES) is None
+    assert preempted_for(idle_job("qa"), *waiting_job("qa"), *QUEUES) == "waits"
+
+
+def test_an_idle_plain_job_is_kept_for_a_kaiwo_job_of_another_cluster_queue() -> None:
+    def pending(queue: str) -> dict[str, Any]:
+        return {
+            "apiVersion": KAIWO,
+            "kind": "KaiwoJob",
+            "metadata": {
+                "name": "next",
+                "namespace": "team-a",
+                "uid": "next-uid",
+                "creationTimestamp": "2026-03-01T11:00:00Z",
+            },
+            "spec": {"gpus": 2, "clusterQueue": queue},
+            "status": {"status": "PENDING"},
+        }
+
+    assert preempted_for(idle_job("qb"), pending("qa"), *QUEUES) is None
+    assert preempted_for(idle_job("qb"), pending("qb"), *QUEUES) == "next"
+
+
+def test_cluster_queues_of_one_cohort_share() -> None:
+    shared = (
+        local_queue("qa", "qa"),
+        local_queue("qb", "qb"),
+        cluster_queue("qa", "research"),
+        cluster_queue("qb", "research"),
+    )
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *shared) == "waits"
+    apart = (*shared[:2], cluster_queue("qa", "research"), cluster_queue("qb", "prod"))
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *apart) is None
+
+
+def test_the_label_names_a_local_queue_whose_cluster_queue_counts() -> None:
+    """The LocalQueue ``team`` of team-a points at ClusterQueue ``qb``."""
+    queues = (*QUEUES, local_queue("team", "qb"))
+    assert preempted_for(idle_job("team"), *waiting_job("qa"), *queues) is None
+    assert preempted_for(idle_job("team"), *waiting_job("qb"), *queues) == "waits"
+
+
+def test_a_workload_kueue_does_not_queue_is_matched_by_vendor_as_upstream() -> None:
+    assert preempted_for(idle_job(None), *waiting_job("qa"), *QUEUES) == "waits"
+    # A pod the scheduler places (no queue) is helped by GPUs freed in any queue.
+    assert preempted_for(idle_job("qb"), *waiting_job(None), *QUEUES) == "waits"
+
+
+def test_an_unobserved_local_queue_is_read_from_the_admitted_workload_or_left_unknown() -> None:
+    """The LocalQueue ``theirs`` is not one the watcher sees: the idle Job's admitted Kueue
+    Workload names its ClusterQueue; without that, its scope is unknown and matches any."""
+    idle = idle_job("theirs")
+    admitted = kueue_workload(idle, reserved="True", message="Quota reserved in ClusterQueue qb")
+    admitted["metadata"]["uid"] = "wl-idle"
+    admitted["status"]["admission"] = {"clusterQueue": "qb", "podSetAssignments": []}
+    assert preempted_for(idle, admitted, *waiting_job("qa"), *QUEUES) is None
+    assert preempted_for(idle, *waiting_job("qa"), *QUEUES) == "waits"
+
+
+def test_a_cluster_queue_not_observed_has_no_cohort_the_planner_can_tell() -> None:
+    """``qb`` is not one of the KaiwoQueueConfig's: it may share a cohort with ``qa``."""
+    unobserved = (local_queue("qa", "qa"), local_queue("qb", "qb"), cluster_queue("qa"))
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *unobserved) == "waits"
+
+
+def test_a_deployments_queue_may_be_on_its_pod_template() -> None:
+    serve = deployment(1)
+    assert queue_name_of(serve) == ""
+    serve["spec"]["template"]["metadata"] = {"labels": {QUEUE_LABEL: "qb"}}
+    assert queue_name_of(serve) == "qb"
+    serve["metadata"]["labels"] = {QUEUE_LABEL: "qa"}
+    assert queue_name_of(serve) == "qa"
