@@ -217,6 +217,47 @@ def _gpu_model_affinity(
     return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
 
 
+JOB_NODE_AFFINITY_PATH = "spec.template.spec.affinity.nodeAffinity"
+"""Where a Job's pods carry the ``gpuModels`` affinity (all of their node affinity)."""
+
+
+def only_flavor_terms_differ(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    """Whether the ``desired`` and ``observed`` Jobs' pods ask for the same GPU models in every
+    term of their node affinity, so that a difference of the two is in the flavor terms alone:
+    it follows the nodes and the queue (decision 0237), not the workload's spec (decision
+    0261)."""
+    wanted = _models_asked(desired)
+    return wanted is not None and wanted == _models_asked(observed)
+
+
+def _models_asked(job: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ``kaiwo/gpu-model`` values of a Job's node affinity, the same in every term; None
+    when a term names none or names others."""
+    tree: Any = job
+    for key in JOB_NODE_AFFINITY_PATH.split("."):
+        tree = tree.get(key) if isinstance(tree, Mapping) else None
+    required = (
+        tree.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(tree, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    found: set[frozenset[str]] = set()
+    for term in terms:
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        models = [
+            frozenset(str(v) for v in e.get("values") or ())
+            for e in expressions or ()
+            if isinstance(e, Mapping) and e.get("key") == GPU_MODEL_LABEL
+        ]
+        if len(models) != 1:
+            return None
+        found.add(models[0])
+    return next(iter(found)) if len(found) == 1 else None
+
+
 def complete_pod_template(
     template: Mapping[str, Any],
     additions: PodAdditions,

@@ -58,6 +58,10 @@ from kaiwo_planner.domain.children.main_child_changes import (
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.pod_additions import image_pull_secrets, pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
+from kaiwo_planner.domain.children.pod_template import (
+    JOB_NODE_AFFINITY_PATH,
+    only_flavor_terms_differ,
+)
 from kaiwo_planner.domain.children.ray_job import build_ray_job
 from kaiwo_planner.domain.children.ray_service import (
     SERVE_PORT,
@@ -324,6 +328,7 @@ def _job_as_it_exists(
             shown=3,
         )
         return None, _replacing(replacing_message("Job", update.not_applied, told=told))
+    update = _flavor_terms_kept_silently(update, main, observed)
     if update.not_applied:
         told = _kept_told(
             update.not_applied, desired=main, observed=observed, origins=origins, context=context
@@ -332,6 +337,27 @@ def _job_as_it_exists(
     if update.anything_kept:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
+
+
+def _flavor_terms_kept_silently(
+    update: JobUpdate, main: Mapping[str, Any], observed: Mapping[str, Any]
+) -> JobUpdate:
+    """``update`` without the ``gpuModels`` flavor terms a running Job keeps (decision 0261):
+    the flavors holding its models changed with the nodes or the queue, not with its spec, its
+    pods are placed, and the terms only ever told Kueue where to admit it. Told, the user read
+    of an edit nobody made, to be undone by re-creating the job, which would only restart it.
+    Still told while no pod of it is Ready: one admitted by terms of before into a flavor
+    that no longer holds its models waits for ever, and re-creating it is what helps."""
+    if not _has_ready_pods(observed) or not only_flavor_terms_differ(main, observed):
+        return update
+    kept = tuple(p for p in update.not_applied if not p.startswith(JOB_NODE_AFFINITY_PATH))
+    return update if kept == update.not_applied else dataclasses.replace(update, not_applied=kept)
+
+
+def _has_ready_pods(job: Mapping[str, Any]) -> bool:
+    status = job.get("status")
+    ready = status.get("ready") if isinstance(status, Mapping) else None
+    return isinstance(ready, int) and ready > 0
 
 
 def _kept_told(
