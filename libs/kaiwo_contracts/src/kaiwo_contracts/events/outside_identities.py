@@ -99,7 +99,14 @@ def cli_identity() -> Identity:
 def public_consumer_rights(consumer: str) -> tuple[str, ...]:
     """Every subject that creates, reads, settles or deletes ``consumer`` on
     ``KAIWO_PUBLIC``: what the ``subscriber`` key is denied for a consumer another key owns."""
-    stream = PUBLIC_STREAM
+    return (
+        *_consumer_subjects(PUBLIC_STREAM, consumer),
+        f"{JS_FLOW_CONTROL}.{PUBLIC_STREAM}.{consumer}.{EVERYTHING}",
+    )
+
+
+def _consumer_subjects(stream: str, consumer: str) -> tuple[str, ...]:
+    """The subjects that create, read, acknowledge and delete ``consumer`` on ``stream``."""
     return (
         api("CONSUMER", "CREATE", stream, consumer),
         api("CONSUMER", "CREATE", stream, consumer, EVERYTHING),
@@ -108,7 +115,6 @@ def public_consumer_rights(consumer: str) -> tuple[str, ...]:
         api("CONSUMER", "DELETE", stream, consumer),
         api("CONSUMER", "MSG", "NEXT", stream, consumer),
         f"{JS_ACK}.{stream}.{consumer}.{EVERYTHING}",
-        f"{JS_FLOW_CONTROL}.{stream}.{consumer}.{EVERYTHING}",
     )
 
 
@@ -242,13 +248,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
             (
                 api("INFO"),
                 api("STREAM", "INFO", stream),
-                api("CONSUMER", "CREATE", stream, own),
-                api("CONSUMER", "CREATE", stream, own, EVERYTHING),
-                api("CONSUMER", "DURABLE", "CREATE", stream, own),
-                api("CONSUMER", "INFO", stream, own),
-                api("CONSUMER", "DELETE", stream, own),
-                api("CONSUMER", "MSG", "NEXT", stream, own),
-                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+                *_consumer_subjects(stream, own),
                 *stored_reads(stream),
             )
             for stream in chosen
