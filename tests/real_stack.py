@@ -12,7 +12,8 @@ Nodes are the tests' to create (:func:`register_kwok_nodes`, from the sandbox's 
 kwok runs the pods of every node labelled ``sandbox.kaiwo.silogen.ai/simulated=true``, for
 :data:`KWOK_TIMING` (a pod runs ``run-seconds`` of its ``sandbox.kaiwo.silogen.ai/`` annotation,
 and fails with the message of ``.../fail``, as in the sandbox). A test whose job must run until
-something has happened gives it a long run and ends its pods then (:func:`end_running_pods`).
+something has happened gives it a long run and ends its pods then (:func:`end_running_pods`);
+a Ray job, which the stand-in of its head runs 20 s, it ends with :func:`end_ray_job`.
 
 No ``KAIWO_TEST_KUBECONFIG`` here: a given cluster has no kwok nodes to run pods. A missing
 binary skips the test with the reason, or fails it under ``KAIWO_REQUIRE_REAL_APISERVER=1``.
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
+import json
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
@@ -42,6 +45,7 @@ from kaiwo_envtest import (
 )
 from kaiwo_envtest.kueue import KueueOptions
 from kaiwo_envtest.kwok import RUN_SECONDS_ANNOTATION, KwokOptions
+from kaiwo_envtest.ray_head import finish_path
 from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import SIMULATED_LABEL, NodeSpec
@@ -69,6 +73,8 @@ KWOK_TIMING: Final = KwokOptions(
 NODE_READY_WITHIN: Final = 120.0
 PODS_RUNNING_WITHIN: Final = 90.0
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+K8S_JOB_MODE: Final = "K8sJobMode"
+"""KubeRay's default submission mode: a submitter Job of the RayJob's name sends the job."""
 NOT_READY_TAINT_KEY: Final = "node.kubernetes.io/not-ready"
 
 
@@ -216,3 +222,60 @@ async def end_running_pods(
             namespace=namespace,
             field_manager="kaiwo-test",
         )
+
+
+async def end_ray_job(
+    kube: KubernetesPort, real_stack: RealCluster, namespace: str, ray_job: str
+) -> None:
+    """Wait until KubeRay reports the Ray job of the RayJob ``ray_job`` running and its
+    submitter Job (``K8sJobMode``, 3 s under kwok; none in ``HTTPMode``) ended, then have the
+    stand-in of its head (:mod:`kaiwo_envtest.ray_head`) end the Ray job now, ``SUCCEEDED``.
+    KubeRay completes a RayJob once both ended, so it completes with its Ray job, as when the
+    job ran its 20 s. A test that only needs a Ray job to finish, or that acted on it while it
+    ran, ends it here instead of sitting out the 20 s the stand-in gives every job."""
+
+    async def running() -> dict[str, Any] | Pending:
+        found = await kube.get(resources.RAY_JOB, ray_job, namespace=namespace)
+        status = found.get("status") or {}
+        # SUCCEEDED: a test slower than the job's 20 s finds it ended by itself, as good.
+        if status.get("jobStatus") not in ("RUNNING", "SUCCEEDED"):
+            return Pending(f"jobStatus {status.get('jobStatus')!r}")
+        if (found["spec"].get("submissionMode") or K8S_JOB_MODE) != K8S_JOB_MODE:
+            return dict(status)
+        try:
+            submitter = await kube.get(resources.JOB, ray_job, namespace=namespace)
+        except NotFound:
+            return Pending("no submitter Job yet")
+        conditions = (submitter.get("status") or {}).get("conditions") or ()
+        if not any(
+            c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions
+        ):
+            return Pending("the submitter Job runs")
+        return dict(status)
+
+    status: dict[str, Any] = await eventually(
+        running, what=f"the Ray job of {namespace}/{ray_job} running", within=PODS_RUNNING_WITHIN
+    )
+    url = f"http://{status['dashboardURL']}{finish_path(status['jobId'])}"
+    ended = await ask_the_ray_stand_in(real_stack, "POST", url)
+    assert ended["status"] == "SUCCEEDED", ended
+
+
+async def ask_the_ray_stand_in(real_stack: RealCluster, method: str, url: str) -> Any:
+    """``method`` ``url`` (a Ray cluster's address, e.g. its dashboard's ``.../api/jobs/<id>``)
+    as KubeRay asks it: through the stand-in of the heads the real stack starts, its HTTP
+    proxy (:mod:`kaiwo_envtest.ray_head`); the JSON answer."""
+    assert real_stack.plane is not None, "only the real stack runs the stand-in of Ray heads"
+    return await asyncio.to_thread(_through_proxy, real_stack.plane.endpoints.ray_head, method, url)
+
+
+def _through_proxy(proxy_port: int, method: str, url: str) -> Any:
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
+    try:
+        connection.request(method, url, body=b"", headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        body = answer.read()
+        assert answer.status == 200, (method, url, answer.status, body)
+        return json.loads(body)
+    finally:
+        connection.close()

@@ -28,7 +28,7 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
+from tests.real_stack import end_ray_job, kwok_fleet
 
 pytestmark = [
     pytest.mark.k8s,
@@ -183,7 +183,9 @@ async def _cluster_running(
     return await eventually(check, what=f"the cluster of {name} running", within=STEP)
 
 
-async def test_a_running_ray_job_kueue_preempts_waits_and_runs_again(stack: Pipeline) -> None:
+async def test_a_running_ray_job_kueue_preempts_waits_and_runs_again(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
     """A running Ray job a higher priority one preempts waits, suspended, and runs again to the
     end once Kueue admits it again."""
     ns = _namespace(stack, "rprio")
@@ -204,8 +206,15 @@ async def test_a_running_ray_job_kueue_preempts_waits_and_runs_again(stack: Pipe
 
     await eventually(preempted, what="the victim shows Kueue's preemption", within=STEP)
     await stack.reaches("ray-victim", "PENDING", namespace=ns, within=STEP)
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-victim", namespace=ns)
-    assert ray_job["spec"]["suspend"] is True
+
+    async def suspended() -> bool | Pending:
+        # The operator may tell PENDING from Kueue's eviction a moment before Kueue's job
+        # controller has written the RayJob's suspend.
+        ray_job = await stack.kube.get(resources.RAY_JOB, "ray-victim", namespace=ns)
+        return True if ray_job["spec"].get("suspend") is True else Pending("not suspended")
+
+    await eventually(suspended, what="Kueue suspends the victim's RayJob", within=STEP)
+    await end_ray_job(stack.kube, real_stack, ns, "ray-urgent")
     await stack.reaches("ray-urgent", "COMPLETE", namespace=ns, within=STEP)
     # The quota back, Kueue admits the victim again: its Ray job runs anew, to the end.
     again = await stack.reaches("ray-victim", "RUNNING", namespace=ns, within=STEP)
@@ -214,6 +223,7 @@ async def test_a_running_ray_job_kueue_preempts_waits_and_runs_again(stack: Pipe
         "False",
         "Readmitted",
     )
+    await end_ray_job(stack.kube, real_stack, ns, "ray-victim")
     await stack.reaches("ray-victim", "COMPLETE", namespace=ns, within=STEP)
     for name in ("ray-victim", "ray-urgent"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
@@ -269,7 +279,7 @@ async def test_a_waiting_ray_job_edited_to_fit_the_free_quota_runs(stack: Pipeli
 
 
 async def test_a_running_ray_job_switched_to_a_batch_job_runs_on_and_is_told(
-    stack: Pipeline,
+    stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """``ray: false`` set on a running Ray KaiwoJob (decision 0247). Before, the RayJob was
     pruned (its cluster and Ray job went), a batch Job was made once KubeRay's submitter Job
@@ -307,6 +317,7 @@ async def test_a_running_ray_job_switched_to_a_batch_job_runs_on_and_is_told(
         "as a batch Job; the RayJob runs on as it started. Delete and re-create the workload "
         "to run it as a batch Job.",
     )
+    await end_ray_job(stack.kube, real_stack, ns, "ray-switch")
     done = await stack.reaches("ray-switch", "COMPLETE", namespace=ns, within=STEP)
     assert done["status"]["startTime"] == found["status"]["startTime"]
     after = await stack.kube.get(resources.RAY_JOB, "ray-switch", namespace=ns)

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -61,7 +60,7 @@ from tests.integration.pipeline.harness import (
     running_pipeline,
 )
 from tests.real_cluster import RealCluster
-from tests.real_stack import end_running_pods, kwok_fleet
+from tests.real_stack import ask_the_ray_stand_in, end_ray_job, end_running_pods, kwok_fleet
 from tests.waiting import NotConvergedError
 
 pytestmark = [
@@ -559,10 +558,12 @@ async def terminated_past_its_duration_for_the_waiting_one(
     waiting: dict[str, Any],
     *,
     child: resources.ResourceType,
+    end_waiting: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """``overtime`` (with a short ``duration``) runs, then ``waiting`` waits for its queue's
     GPUs: the operator terminates ``overtime`` for it (its ``child`` goes), and Kueue admits
-    ``waiting``, which starts after the termination and runs to the end."""
+    ``waiting``, which starts after the termination and runs to the end (``end_waiting``
+    ends it once it runs, for a job whose run the test does not set)."""
     ns = overtime["metadata"]["namespace"]
     over, wait = overtime["metadata"]["name"], waiting["metadata"]["name"]
     await preempt_for_jobs_waiting_a_second(stack)
@@ -576,6 +577,8 @@ async def terminated_past_its_duration_for_the_waiting_one(
     assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
     assert stopped["status"]["preemptedFor"]["name"] == wait
     await gone(stack, child, over, ns)
+    if end_waiting is not None:
+        await end_waiting()
     done = await reaches(stack, wait, ns, "COMPLETE")
     assert done["status"]["startTime"] >= early["lastTransitionTime"]
 
@@ -1115,12 +1118,15 @@ async def test_kueues_labels_of_a_running_job_are_kept_and_the_edit_is_told(
     await stack.kube.delete(resources.KAIWO_JOB, "reprioritised", namespace=ns)
 
 
-async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(stack: Pipeline) -> None:
+async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
     """Kueue admits the RayJob, KubeRay makes its RayCluster, the scheduler and kwok run the
     head and the GPU worker, and KubeRay follows the Ray job on the head's dashboard (the
-    stand-in, ``kaiwo_envtest.ray_head``: it runs 20 s, then succeeds). The KaiwoJob is
-    RUNNING while KubeRay says the job runs and COMPLETE once it succeeded; KubeRay then shuts
-    the cluster down (``shutdownAfterJobFinishes``) and Kueue finishes the Workload."""
+    stand-in, ``kaiwo_envtest.ray_head``: it runs until the test ends it, then succeeds). The
+    KaiwoJob is RUNNING while KubeRay says the job runs and COMPLETE once it succeeded;
+    KubeRay then shuts the cluster down (``shutdownAfterJobFinishes``) and Kueue finishes the
+    Workload."""
     ns = namespace_of(stack, "ray")
     await stack.kube.create(kaiwo_job("ray-train", ns, queue_name="ray", gpus=2, ray=True))
     starting = await reaches(stack, "ray-train", ns, "STARTING")
@@ -1154,6 +1160,7 @@ async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(stack: 
         "Running",
     )
     cluster = ray_job["status"]["rayClusterName"]
+    await end_ray_job(stack.kube, real_stack, ns, "ray-train")
     complete = await reaches(stack, "ray-train", ns, "COMPLETE")
     assert complete["status"].get("completionTime"), complete["status"]
     ray_job = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
@@ -1247,20 +1254,7 @@ async def ask_the_ray_head(
     head the real stack starts (:mod:`kaiwo_envtest.ray_head`); the JSON answer."""
     status = (await stack.kube.get(resources.RAY_JOB, name, namespace=namespace))["status"]
     url = f"http://{status['dashboardURL']}/api/jobs/{status['jobId']}{action}"
-    assert real_stack.plane is not None
-    return await asyncio.to_thread(
-        _ask_through_proxy, real_stack.plane.endpoints.ray_head, method, url
-    )
-
-
-def _ask_through_proxy(proxy_port: int, method: str, url: str) -> Any:
-    """``method`` ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
-    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
-    try:
-        connection.request(method, url, body=b"", headers={"Content-Type": "application/json"})
-        return json.loads(connection.getresponse().read())
-    finally:
-        connection.close()
+    return await ask_the_ray_stand_in(real_stack, method, url)
 
 
 HTTP_MODE: Final = {"spec": {"submissionMode": "HTTPMode", "shutdownAfterJobFinishes": True}}
@@ -1291,6 +1285,7 @@ async def test_a_ray_job_submitted_over_http_runs_its_entrypoint_and_completes(
     assert (info["entrypoint"], info["status"]) == (entrypoint, "RUNNING"), info
     assert await actors.get_or_none(stack.kube, resources.JOB, "ray-http", namespace=ns) is None
 
+    await end_ray_job(stack.kube, real_stack, ns, "ray-http")
     await reaches(stack, "ray-http", ns, "COMPLETE")
     ray_job = await stack.kube.get(resources.RAY_JOB, "ray-http", namespace=ns)
     assert (ray_job["status"]["jobStatus"], ray_job["status"]["jobDeploymentStatus"]) == (
@@ -1326,7 +1321,7 @@ async def test_a_ray_job_whose_entrypoint_fails_on_its_cluster_is_failed_with_ra
 
 
 async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(
-    stack: Pipeline,
+    stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """The operator's duration preemption of a Ray KaiwoJob: running past its ``duration``
     while a GPU job of its queue waits, it is TERMINATED, its RayJob deleted (KubeRay takes
@@ -1337,6 +1332,7 @@ async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(
         kaiwo_job("ray-overtime", ns, queue_name="ray", gpus=8, ray=True, duration="4s"),
         kaiwo_job("ray-waiting", ns, queue_name="ray", gpus=8, ray=True),
         child=resources.RAY_JOB,
+        end_waiting=lambda: end_ray_job(stack.kube, real_stack, ns, "ray-waiting"),
     )
     for name in ("ray-overtime", "ray-waiting"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
@@ -1462,7 +1458,7 @@ async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: P
 
 
 async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
-    stack: Pipeline,
+    stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """A KaiwoJob ``gpus: 2`` whose ``rayJob`` has a group ``trainers`` with the split's own
     2 GPUs and a group ``loaders`` the user wrote ``amd.com/gpu: 0`` for: Kaiwo sizes every
@@ -1503,7 +1499,8 @@ async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
     }
     assert limits == {"headgroup": None, "trainers": "2", "loaders": "2"}
     await has_events(stack, ns, "ray-loaders", "SettingsIgnored")
-    # Its Ray job ends (the stand-in's 20 s): settled, nothing changes any more.
+    # Its Ray job ends: settled, nothing changes any more.
+    await end_ray_job(stack.kube, real_stack, ns, "ray-loaders")
     await reaches(stack, "ray-loaders", ns, "COMPLETE")
     await stack.settled(within=STEP)
     writes = await stack.operator_writes_while_idle()
@@ -1708,7 +1705,7 @@ async def test_a_ray_jobs_own_group_gpus_are_counted_and_each_group_told_its_own
 
 
 async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
-    stack: Pipeline,
+    stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """A ``rayJob.spec`` that leaves out ``shutdownAfterJobFinishes`` (upstream's default spec
     sets it; a given one did not): Kueue's RayJob webhook refuses a queued RayJob without it,
@@ -1746,6 +1743,7 @@ async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
     assert ray_job["spec"]["shutdownAfterJobFinishes"] is True
     await ray_pods_running(stack, ns, "ray-noshutdown", ["headgroup", "workers"])
     cluster = (await stack.kube.get(resources.RAY_JOB, "ray-noshutdown", namespace=ns))["status"]
+    await end_ray_job(stack.kube, real_stack, ns, "ray-noshutdown")
     await reaches(stack, "ray-noshutdown", ns, "COMPLETE")
     await gone(stack, resources.RAY_CLUSTER, cluster["rayClusterName"], ns)
     # Settled, the completed spec is what ran: nothing is written again.
@@ -1834,7 +1832,7 @@ def shared_ray_cluster(name: str, namespace: str) -> dict[str, Any]:
 
 
 async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
-    stack: Pipeline,
+    stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """A KaiwoJob whose ``rayJob.spec`` names a RayCluster that exists (``clusterSelector``,
     ``ray.io/cluster: shared``), with ``gpus: 2`` as a user may leave it: the RayJob is made
@@ -1907,6 +1905,7 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
         "GPUs of its own (spec.gpus, spec.gpusPerReplica and spec.replicas size nothing) and "
         "is not queued in Kueue, which queues the cluster's pods with the cluster"
     )
+    await end_ray_job(stack.kube, real_stack, ns, "ray-on-shared")
     await reaches(stack, "ray-on-shared", ns, "COMPLETE")
     # The shared cluster is the user's: running the job there changes nothing of it.
     cluster = await stack.kube.get(resources.RAY_CLUSTER, "shared", namespace=ns)

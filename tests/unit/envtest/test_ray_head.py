@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kaiwo_envtest.ray_head import RayJob, deployed, job_info, server
+from kaiwo_envtest.ray_head import RayJob, deployed, finish_path, job_info, server
 from kaiwo_runtime.nats_server import free_port
 
 DASHBOARD = "http://chat-x7k2p-head-svc.team.svc.cluster.local:8265"
@@ -275,3 +275,56 @@ def test_a_job_whose_entrypoint_imports_the_missing_module_fails_at_once(entrypo
 def test_an_entrypoint_naming_another_module_runs(entrypoint: str) -> None:
     job = RayJob("train-1", started=1_700_000_000.0, entrypoint=entrypoint)
     assert job_info(job, now=1_700_000_001.0, job_seconds=20)["status"] == "RUNNING"
+
+
+def test_a_job_a_test_made_finish_succeeded_then() -> None:
+    job = RayJob("train-x7k2p", started=1_700_000_000.0, finished=1_700_000_004.0)
+    assert job_info(job, now=1_700_000_004.0, job_seconds=20) == {
+        "type": "SUBMISSION",
+        "submission_id": "train-x7k2p",
+        "entrypoint": "",
+        "status": "SUCCEEDED",
+        "message": "Job finished successfully.",
+        "start_time": 1_700_000_000_000,
+        "end_time": 1_700_000_004_000,
+    }
+
+
+def test_a_test_finishes_a_running_job_now_and_leaves_an_ended_or_unknown_one(
+    proxy: int, clock: Clock
+) -> None:
+    """``POST /standin/jobs/<id>/finish`` on a dashboard: a running job succeeds at once, on
+    that cluster only; one that ended stays as it ended; one not known is ``404``."""
+
+    def finish(dashboard: str, job: str) -> tuple[int, Any]:
+        code, body = ask(proxy, "POST", f"{dashboard}{finish_path(job)}")
+        return code, json.loads(body) if code == 200 else body
+
+    def status(dashboard: str, job: str) -> tuple[str, int | None]:
+        info = json.loads(ask(proxy, "GET", f"{dashboard}/api/jobs/{job}")[1])
+        return info["status"], info.get("end_time")
+
+    started = 1_700_000_000_000
+    assert finish(DASHBOARD, "train-1") == (404, b"Job train-1 does not exist")
+    for dashboard, job in ((DASHBOARD, "train-1"), (OTHER_DASHBOARD, "train-1")):
+        submitted_by_the_submitter_pod(proxy, dashboard, job)
+        assert status(dashboard, job) == ("RUNNING", None)
+    broken = {"entrypoint": "python -m not_installed", "submission_id": "broken"}
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", broken)[0] == 200
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", {"submission_id": "stopped"})[0] == 200
+    clock.now += 3
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/stopped/stop") == (200, b'{"stopped": true}')
+
+    code, finished = finish(DASHBOARD, "train-1")
+    assert (code, finished["status"], finished["end_time"]) == (200, "SUCCEEDED", started + 3000)
+    clock.now += 1
+    assert finish(DASHBOARD, "stopped")[1]["status"] == "STOPPED"
+    assert finish(DASHBOARD, "broken")[1]["status"] == "FAILED"
+    assert finish(DASHBOARD, "train-1")[1]["end_time"] == started + 3000
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/train-1/stop") == (200, b'{"stopped": false}')
+    clock.now += 30
+    assert status(DASHBOARD, "train-1") == ("SUCCEEDED", started + 3000)
+    assert status(DASHBOARD, "stopped") == ("STOPPED", started + 3000)
+    assert status(OTHER_DASHBOARD, "train-1") == ("SUCCEEDED", started + 20_000)
+    assert ask(proxy, "GET", f"{DASHBOARD}/standin/jobs/train-1/finish")[0] == 502
+    assert ask(proxy, "POST", "http://10.0.0.7:8000/standin/jobs/train-1/finish")[0] == 502

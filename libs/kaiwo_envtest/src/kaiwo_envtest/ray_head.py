@@ -29,7 +29,11 @@ It answers each request as the Ray head would:
   without running anything: the second question stands for that submission, and the job's
   entrypoint is not known;
 * ``POST /api/jobs/<submission id>/stop``: the job ``STOPPED``, as KubeRay stops the job of a
-  RayJob deleted while it runs.
+  RayJob deleted while it runs;
+* ``POST /standin/jobs/<submission id>/finish`` on a dashboard, the stand-in's own: the job, if
+  it runs, ``SUCCEEDED`` now rather than when its ``job_seconds`` are up; the answer is the
+  job as ``GET`` gives it then (``404`` for a job not known). A test ends a Ray job here once
+  what it waits for has happened, instead of sitting out the run every job has.
 
 Anything else is ``502 Bad Gateway``, what a proxy says of an address it cannot reach, so
 KubeRay sees what it saw before the stand-in. Run it with
@@ -65,29 +69,55 @@ _MISSING_IN_ENTRYPOINT: Final = re.compile(rf"(?<![\w.]){MISSING_MODULE}(?![\w])
 ENTRYPOINT_FAILED: Final = "JOB_ENTRYPOINT_COMMAND_ERROR"
 """Ray's ``error_type`` of a job whose entrypoint command exited with an error."""
 JOBS: Final = "/api/jobs/"
+FINISH: Final = re.compile(r"/standin/jobs/([^/]+)/finish")
+"""The stand-in's own path that ends a running job now (module docstring, :func:`finish_path`)."""
 JOB_SECONDS: Final = 20.0
-"""How long a Ray job runs by default. KubeRay counts a RayJob finished once both its job and
-its submitter pod ended, and fails it when the job is still running 30 s after the submitter
-ended: kwok ends the submitter after its run time (3 s in the tests), so a job of 20 s
-completes."""
+"""How long a Ray job runs unless a test ends it sooner (:data:`FINISH`). KubeRay counts a
+RayJob finished once both its job and its submitter pod ended, and fails it when the job is
+still running 30 s after the submitter ended: kwok ends the submitter after its run time (3 s
+in the tests), so a job of 20 s completes, and runs long enough for a test to act on it while
+it runs."""
 
 
 @dataclass(frozen=True, slots=True)
 class RayJob:
     """A Ray job the dashboard knows: when it started (``time.time()``), its entrypoint
-    (empty when KubeRay's submitter pod submitted it, see the module docstring), and when it
-    was stopped, if it was."""
+    (empty when KubeRay's submitter pod submitted it, see the module docstring), when it was
+    stopped, if it was, and when a test made it finish (:data:`FINISH`), if one did."""
 
     submission_id: str
     started: float
     entrypoint: str = ""
     stopped: float | None = None
+    finished: float | None = None
+
+
+def finish_path(submission_id: str) -> str:
+    """The path on a dashboard that makes the job ``submission_id`` finish now (:data:`FINISH`)."""
+    return f"/standin/jobs/{submission_id}/finish"
+
+
+def _fails(job: RayJob) -> bool:
+    return bool(_MISSING_IN_ENTRYPOINT.search(job.entrypoint))
+
+
+def _end(job: RayJob, job_seconds: float) -> float:
+    """When ``job`` succeeds, unless it was stopped first: its run is up, or a test made it
+    finish sooner."""
+    ends = job.started + job_seconds
+    return ends if job.finished is None else min(ends, job.finished)
+
+
+def runs(job: RayJob, *, now: float, job_seconds: float) -> bool:
+    """Whether ``job`` is ``RUNNING`` at ``now``: neither failed, stopped nor finished."""
+    return not _fails(job) and job.stopped is None and now < _end(job, job_seconds)
 
 
 def job_info(job: RayJob, *, now: float, job_seconds: float) -> dict[str, Any]:
     """The dashboard's answer for ``job`` at ``now``: ``RUNNING``, then ``SUCCEEDED`` once it
-    ran ``job_seconds``, or ``STOPPED`` from when it was stopped while it ran; ``FAILED`` from
-    the start when its entrypoint imports :data:`MISSING_MODULE`."""
+    ran ``job_seconds`` or from when a test made it finish, or ``STOPPED`` from when it was
+    stopped while it ran; ``FAILED`` from the start when its entrypoint imports
+    :data:`MISSING_MODULE`."""
     info: dict[str, Any] = {
         "type": "SUBMISSION",
         "submission_id": job.submission_id,
@@ -96,8 +126,8 @@ def job_info(job: RayJob, *, now: float, job_seconds: float) -> dict[str, Any]:
         "message": "Job is currently running.",
         "start_time": _milliseconds(job.started),
     }
-    finished = job.started + job_seconds
-    if _MISSING_IN_ENTRYPOINT.search(job.entrypoint):
+    finished = _end(job, job_seconds)
+    if _fails(job):
         info.update(
             status="FAILED",
             error_type=ENTRYPOINT_FAILED,
@@ -197,10 +227,21 @@ class _Clusters:
             job = self._jobs.get((host, submission_id))
             if job is None:
                 return False
-            running = job.stopped is None and now < job.started + self.job_seconds
+            running = runs(job, now=now, job_seconds=self.job_seconds)
             if running:
                 self._jobs[(host, submission_id)] = dataclasses.replace(job, stopped=now)
             return running
+
+    def finish(self, host: str, submission_id: str) -> dict[str, Any] | None:
+        """Make the job succeed now if it runs; the job then, or None for one not known."""
+        now = self.clock()
+        with self._lock:
+            job = self._jobs.get((host, submission_id))
+            if job is None:
+                return None
+            if runs(job, now=now, job_seconds=self.job_seconds):
+                job = self._jobs[(host, submission_id)] = dataclasses.replace(job, finished=now)
+        return job_info(job, now=now, job_seconds=self.job_seconds)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -233,8 +274,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._submit(str(target.hostname), body)
         elif stopped != target.path and (job := _job_of(stopped)):
             self._json({"stopped": self.clusters.stop(str(target.hostname), job)})
+        elif finish := FINISH.fullmatch(target.path):
+            self._finish(str(target.hostname), finish.group(1))
         else:
             self._unreachable()
+
+    def _finish(self, host: str, submission_id: str) -> None:
+        info = self.clusters.finish(host, submission_id)
+        if info is None:
+            self._answer(HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist".encode())
+        else:
+            self._json(info)
 
     def _submit(self, host: str, body: bytes) -> None:
         request = _json_object(body)
