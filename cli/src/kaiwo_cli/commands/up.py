@@ -292,6 +292,11 @@ async def _run(options: StackOptions) -> None:
             await stack.stop()
 
 
+def _probes(port: int) -> str:
+    """Where a service answers ``/healthz``, ``/readyz`` and ``/metrics`` (one port)."""
+    return f"http://127.0.0.1:{port}/{{healthz,readyz,metrics}}"
+
+
 def _print_summary(stack: LocalStack) -> None:
     assert stack.nats is not None
     table = Table(title="kaiwo is running (Ctrl-C stops it)", show_lines=False)
@@ -317,11 +322,10 @@ def _print_summary(stack: LocalStack) -> None:
             continue
         table.add_row(
             name,
-            f"pid {service.pid}, http://127.0.0.1:{service.health_port}/metrics, "
-            f"log {service.log_path}",
+            f"pid {service.pid}, {_probes(service.health_port)}, log {service.log_path}",
         )
     for name, port in stack.member_ports.items():
-        table.add_row(name, f"in {TOGETHER}, http://127.0.0.1:{port}/metrics")
+        table.add_row(name, f"in {TOGETHER}, {_probes(port)}")
     for name, reason in stack.not_ready.items():
         if name not in stack.services:
             table.add_row(name, reason)
