@@ -6,6 +6,10 @@ Queue ``two`` has a flavor per model, MI300X first. Kueue ignores the pods' affi
 job into the MI300X flavor: the pod asked for an MI300X node with an MI250X GPU and stayed
 Pending for ever, the MI250X quota free. Now Kueue admits it into the MI250X flavor and it runs
 there.
+
+A Job made while no flavor held its model names none, and Kueue admits it into the first
+flavor with quota; once a node of its model joins, it is made anew and runs there (decision
+0264).
 """
 
 from __future__ import annotations
@@ -35,8 +39,20 @@ pytestmark = [
 
 MI300X: Final = NODE_TYPES["amd-mi300x"]
 MI250X: Final = NODE_TYPES["amd-mi250x"]
-FLEET: Final = (NodeSpec("models-mi300x-1", MI300X), NodeSpec("models-mi250x-1", MI250X))
+H100: Final = NODE_TYPES["nvidia-h100"]
+A100: Final = NODE_TYPES["nvidia-a100"]
+FLEET: Final = (
+    NodeSpec("models-mi300x-1", MI300X),
+    NodeSpec("models-mi250x-1", MI250X),
+    NodeSpec("models-h100-1", H100),
+)
+LATE_A100: Final = NodeSpec("models-a100-1", A100)
+A100_MODEL: Final = "nvidiaa100sxm480gb"
+"""``kaiwo/gpu-model`` of an A100 node, as the operator labels it."""
 STEP: Final = 90.0
+AMD_PRODUCT: Final = "amd.com/gpu.product-name"
+NVIDIA_PRODUCT: Final = "nvidia.com/gpu.product"
+NVIDIA_GPU: Final = "nvidia.com/gpu"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -50,7 +66,6 @@ async def stack(
             tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
         ) as pipeline,
     ):
-        product = "amd.com/gpu.product-name"
         await admin.apply(
             {
                 "apiVersion": actors.KAIWO_API,
@@ -58,8 +73,10 @@ async def stack(
                 "metadata": {"name": actors.QUEUE_CONFIG},
                 "spec": {
                     "resourceFlavors": [
-                        {"name": "mi300x", "nodeLabels": {product: MI300X.product}},
-                        {"name": "mi250x", "nodeLabels": {product: MI250X.product}},
+                        {"name": "mi300x", "nodeLabels": {AMD_PRODUCT: MI300X.product}},
+                        {"name": "mi250x", "nodeLabels": {AMD_PRODUCT: MI250X.product}},
+                        {"name": "h100", "nodeLabels": {NVIDIA_PRODUCT: H100.product}},
+                        {"name": "a100", "nodeLabels": {NVIDIA_PRODUCT: A100.product}},
                     ],
                     "clusterQueues": [
                         queue(
@@ -67,7 +84,13 @@ async def stack(
                             pipeline.namespace,
                             flavor("mi300x", amd=8),
                             flavor("mi250x", amd=8),
-                        )
+                        ),
+                        queue(
+                            "nvidia",
+                            pipeline.namespace,
+                            flavor("h100", nvidia=8),
+                            flavor("a100", nvidia=8),
+                        ),
                     ],
                 },
             },
@@ -84,15 +107,20 @@ async def stack(
         yield pipeline
 
 
-async def admitted_flavor(pipeline: Pipeline, job: str) -> str:
+async def admitted_flavor(pipeline: Pipeline, job: str, gpu: str = "amd.com/gpu") -> str:
+    """The flavor of ``gpu`` Kueue admitted the Job ``job`` into (the Job there now: the
+    Workload of one made anew before may still be going)."""
+
     async def check() -> str | Pending:
+        found = await pipeline.child(resources.JOB, job)
+        uid = (found or {}).get("metadata", {}).get("uid")
         listed = await pipeline.kube.list(resources.KUEUE_WORKLOAD, namespace=pipeline.namespace)
         for workload in listed.items:
             owners = workload["metadata"].get("ownerReferences") or ()
             admission = (workload.get("status") or {}).get("admission")
-            if any(o.get("name") == job for o in owners) and admission:
+            if any(o.get("uid") == uid for o in owners) and admission:
                 [assignment] = admission["podSetAssignments"]
-                return str(assignment["flavors"]["amd.com/gpu"])
+                return str(assignment["flavors"][gpu])
         return Pending("not admitted")
 
     return await eventually(check, what=f"the Workload of {job} admitted", within=STEP)
@@ -123,3 +151,29 @@ async def test_a_job_asking_for_one_gpu_model_runs_in_that_models_flavor(
     await stack.reaches(name, "RUNNING", namespace=stack.namespace)
     assert await admitted_flavor(stack, name) == flavor_name
     assert await node_of(stack, name) == node
+
+
+async def test_a_job_admitted_before_a_node_of_its_model_joined_is_made_anew_there(
+    stack: Pipeline,
+) -> None:
+    """Decision 0264: queue ``nvidia`` has flavors ``h100`` then ``a100``, and only an H100
+    node. A KaiwoJob asks for an A100: no flavor holds one, so its Job names none, and Kueue
+    admits it into ``h100``, where it cannot run. An A100 node joins: the Job, none of whose
+    pods ran, is made anew, and Kueue admits the new one into ``a100``, where it runs."""
+    name = "on-a100"
+    job = kaiwo_job(
+        name,
+        stack.namespace,
+        queue_name="nvidia",
+        gpus=8,
+        vendor="nvidia",
+        run_seconds=600,
+        gpuModels=[A100_MODEL],
+    )
+    await stack.kube.create(job, field_manager="alice")
+    assert await admitted_flavor(stack, name, NVIDIA_GPU) == "h100"
+
+    async with kwok_fleet(stack.kube, [LATE_A100]):
+        await stack.reaches(name, "RUNNING", namespace=stack.namespace)
+        assert await admitted_flavor(stack, name, NVIDIA_GPU) == "a100"
+        assert await node_of(stack, name) == LATE_A100.name

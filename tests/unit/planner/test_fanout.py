@@ -484,6 +484,30 @@ def test_a_managed_kueue_object_replans_the_queue_config(projection: Projection)
     assert owners_to_replan(change_of(projection, by_label_only, "ADDED"), projection) == (KQC,)
 
 
+def test_a_queues_flavors_changing_replans_every_workload(projection: Projection) -> None:
+    """The flavors that hold a workload's gpuModels follow the ClusterQueue's spec and the
+    ResourceFlavors (decision 0264); their status, moving at every admission, does not."""
+    versions = iter(range(2, 100))
+
+    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
+        version = next(versions)
+        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
+        assert change is not None
+        return owners_to_replan(change, projection)
+
+    queue = named("ClusterQueue", "gpus")
+    queue["spec"] = {"resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": []}]}
+    assert replanned(queue) == EVERYTHING
+    queue["status"] = {"admittedWorkloads": 1}
+    assert replanned(queue) == (KQC,)
+
+    flavor = obj(KUEUE, "ResourceFlavor", "mi250x", "rf-uid", spec={"nodeLabels": {"a": "b"}})
+    assert replanned(flavor, "ADDED") == EVERY_WORKLOAD
+    flavor["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    assert replanned(flavor) == ()
+    assert replanned(flavor, "DELETED") == EVERY_WORKLOAD
+
+
 LLAMA = ObjectRef(
     api_version="kubeai.org/v1", kind="Model", name="llama", namespace="team-a", uid="model-uid"
 )

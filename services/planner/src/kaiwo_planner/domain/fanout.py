@@ -32,7 +32,8 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
 * a PriorityClass or a Kueue WorkloadPriorityClass: every workload (a ``priorityClass`` may
   name it), and for a WorkloadPriorityClass the KaiwoQueueConfig managing it;
 * a Kueue object the KaiwoQueueConfig manages (its label or owner reference): the
-  KaiwoQueueConfig;
+  KaiwoQueueConfig; a ClusterQueue or ResourceFlavor whose spec changed (or that appeared
+  or went): also every workload, whose ``gpuModels`` flavors follow them (decision 0264);
 * a Kueue LocalQueue named ``default`` that appears or goes: also the workloads of its
   namespace (a RayJob sent to an existing Ray cluster is not made beside one, decision 0159);
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
@@ -163,6 +164,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_owners_of_a_deleted_jobs_workload(change, projection),
             *_successors_of_a_previous_runs_child(change, projection),
             *_workloads_beside_a_default_queue(change, projection),
+            *_workloads_of_a_queues_flavors(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -198,6 +200,24 @@ def _workloads_beside_a_default_queue(change: Change, projection: Projection) ->
     if change.previous is not None and not change.deleted:
         return []
     return all_workloads(projection, namespace=change.ref.namespace)
+
+
+QUEUE_FLAVOR_KINDS: Final = frozenset({"ClusterQueue", "ResourceFlavor"})
+
+
+def _workloads_of_a_queues_flavors(change: Change, projection: Projection) -> list[ObjectRef]:
+    """Every workload, when a ClusterQueue or ResourceFlavor appeared, went, or changed its
+    spec: the flavors that hold a workload's ``gpuModels`` follow them (decisions 0237,
+    0264), and one observed after the workload's child was made may have it made anew.
+    Their status, which moves at every admission, re-plans nothing."""
+    # The kind first: every change of a child passes here.
+    if change.kind not in QUEUE_FLAVOR_KINDS or change.group != KUEUE_GROUP:
+        return []
+    previous = change.previous
+    spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
+    if spec_kept and not change.deleted:
+        return []
+    return all_workloads(projection)
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:

@@ -88,7 +88,10 @@ from kaiwo_planner.domain.children.workload_children import (
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.queues.gpu_model_flavors import gpu_model_flavors
+from kaiwo_planner.domain.queues.gpu_model_flavors import (
+    flavors_admitted_without_models,
+    gpu_model_flavors,
+)
 from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     RAY_JOB_CLUSTER,
@@ -320,6 +323,12 @@ def plan_workload(
             verdict = dataclasses.replace(verdict, message=f"{verdict.message}; {note}")
     children = None
     node_pools = pools_with_nodes(context)
+    gpu_key = gpu_resource_key(
+        spec.gpu_vendor, default_key=config.spec.nodes.default_gpu_resource_key
+    )
+    model_flavors = gpu_model_flavors(
+        context, queue=queue, gpu_key=gpu_key, gpu_models=spec.gpu_models or ()
+    )
     if (
         verdict.schedulable
         and verdict.reason != REASON_ADMITTED_BEFORE_NODE_CHANGE
@@ -338,15 +347,18 @@ def plan_workload(
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
-            main_made_anew=_main_made_anew(observed, previous, node_pools),
-            gpu_model_flavors=gpu_model_flavors(
-                context,
-                queue=spec.cluster_queue or config.spec.default_cluster_queue_name,
-                gpu_key=gpu_resource_key(
-                    spec.gpu_vendor, default_key=config.spec.nodes.default_gpu_resource_key
+            main_made_anew=_main_made_anew(
+                observed,
+                previous,
+                node_pools,
+                flavors_without_models=flavors_admitted_without_models(
+                    context,
+                    kueue_workloads=observed.kueue_workloads,
+                    gpu_key=gpu_key,
+                    holding=model_flavors,
                 ),
-                gpu_models=spec.gpu_models or (),
             ),
+            gpu_model_flavors=model_flavors,
             kind_kept=kind_kept_message(kind_kept) if kind_kept is not None else None,
         )
         if observed.child is None and observed.earlier_kueue_workloads:
@@ -582,13 +594,19 @@ _PHASES_OF_A_CHILD_THAT_RAN = frozenset(
 
 
 def _main_made_anew(
-    observed: ObservedChildren, previous: Mapping[str, Any], node_pools: frozenset[str]
+    observed: ObservedChildren,
+    previous: Mapping[str, Any],
+    node_pools: frozenset[str],
+    *,
+    flavors_without_models: tuple[str, ...],
 ) -> str | None:
     """Why the main child is made anew (:func:`main_child_made_anew`), and still while the
     child replaced is being deleted: a RayJob stays until KubeRay removes its finalizer, and
     applying the main child meanwhile would say it matches, so that its going looked like
     someone's deletion (``ChildDeleted``)."""
-    found = main_child_made_anew(observed, node_pools)
+    found = main_child_made_anew(
+        observed, node_pools, flavors_without_models=flavors_without_models
+    )
     child = observed.child
     if found is not None or child is None:
         return found

@@ -83,4 +83,47 @@ def flavors_holding_models(
     ]
     if not holding or len(holding) == len(flavors):
         return ()
-    return tuple(tuple(sorted((str(k), str(v)) for k, v in flavor.items())) for flavor in holding)
+    return tuple(_flavor_labels(flavor) for flavor in holding)
+
+
+def flavors_admitted_without_models(
+    context: PlanningContext,
+    *,
+    kueue_workloads: Iterable[Mapping[str, Any]],
+    gpu_key: str,
+    holding: Sequence[FlavorLabels],
+) -> tuple[str, ...]:
+    """The flavors, sorted, that Kueue admitted ``kueue_workloads`` into for ``gpu_key`` and
+    whose node labels are none of ``holding`` (:func:`gpu_model_flavors`): no node of them
+    holds one of the workload's models, so its pods wait there for ever (decision 0264).
+
+    A child made before the queue's flavors were observed has no flavor terms, and Kueue
+    admits it at once into the first flavor with quota: the terms come too late for it.
+    Nothing is said without ``holding`` (every flavor, or none, holds a model, or the queue is
+    not fully observed) or of a flavor not observed: only what is known counts."""
+    if not holding:
+        return ()
+    names = {
+        str(flavor)
+        for workload in kueue_workloads
+        for assignment in _pod_set_assignments(workload)
+        for resource, flavor in (assignment.get("flavors") or {}).items()
+        if resource == gpu_key
+    }
+    outside = []
+    for name in sorted(names):
+        found = context.cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
+        labels = ((found or {}).get("spec") or {}).get("nodeLabels") or {}
+        if found is not None and _flavor_labels(labels) not in holding:
+            outside.append(name)
+    return tuple(outside)
+
+
+def _pod_set_assignments(workload: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    admission = (workload.get("status") or {}).get("admission") or {}
+    assignments = admission.get("podSetAssignments") or ()
+    return [a for a in assignments if isinstance(a, Mapping)]
+
+
+def _flavor_labels(labels: Mapping[str, Any]) -> FlavorLabels:
+    return tuple(sorted((str(key), str(value)) for key, value in labels.items()))

@@ -352,16 +352,44 @@ def _stranded_advice(
 
 
 def main_child_made_anew(
-    observed: ObservedChildren, node_pools: Collection[str] | None
+    observed: ObservedChildren,
+    node_pools: Collection[str] | None,
+    *,
+    flavors_without_models: Collection[str] = (),
 ) -> str | None:
     """Why the main child is to be made anew (None: it is not): it waits in a node pool no
-    node is in any more (:func:`_stranded`), or it is an AppWrapper whose controller failed
-    it because its RayService was deleted (:func:`_component_deleted`). Never one being
-    deleted."""
+    node is in any more (:func:`_stranded`), or in flavors none of whose nodes hold its
+    ``gpuModels`` (:func:`_admitted_without_models`), or it is an AppWrapper whose controller
+    failed it because its RayService was deleted (:func:`_component_deleted`). Never one
+    being deleted."""
     child = observed.child
     if child is None or (child.get("metadata") or {}).get("deletionTimestamp"):
         return None
-    return _component_deleted(observed.child_kind, child) or _stranded(observed, node_pools)
+    return (
+        _component_deleted(observed.child_kind, child)
+        or _stranded(observed, node_pools)
+        or _admitted_without_models(observed, flavors_without_models)
+    )
+
+
+def _admitted_without_models(observed: ObservedChildren, flavors: Collection[str]) -> str | None:
+    """Why the main child is made anew that Kueue admitted into ``flavors``, none of whose
+    nodes holds one of the workload's ``gpuModels`` (decision 0264): Kueue's flavor selector
+    and the models' affinity name no node together, so its pods wait for ever while Kueue
+    counts it admitted. Made anew with the flavor terms (decision 0237), Kueue admits it into
+    a flavor that holds them. As for a pool gone, a batch child only while nothing of it ran."""
+    child, kind = observed.child or {}, observed.child_kind
+    if not flavors or kind not in _MADE_ANEW or not observed.kueue_workloads:
+        return None
+    if kind != "AppWrapper" and _ran(kind, child):
+        return None
+    when = "and none of its pods can run" if kind == "AppWrapper" else "before any of its pods ran"
+    return (
+        f"{kind} {(child.get('metadata') or {}).get('name') or ''}: Kueue admitted it into "
+        f"flavor {', '.join(sorted(flavors))}, no node of which holds one of the spec's "
+        f"gpuModels, {when}: the {kind} is made anew, and Kueue admits it into a flavor "
+        "that holds them"
+    )
 
 
 def _component_deleted(kind: str, child: Mapping[str, Any]) -> str | None:
