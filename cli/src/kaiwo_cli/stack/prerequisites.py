@@ -2,8 +2,9 @@
 
 ``kaiwo up`` runs against whatever cluster the kubeconfig names. Without Kueue every KaiwoJob
 and KaiwoService still gets its child, suspended, and waits in PENDING for an admission no one
-gives; the KaiwoQueueConfig's status quotes the API server's "404 page not found". So the
-start-up table names each missing API and what waits on it (decision 0262). The components'
+gives, and the KaiwoQueueConfig's status can only say that its ClusterQueues are not served
+(decision 0265). So the start-up table names each missing API and what waits on it (decision
+0262). The components'
 CRDs are read, not their objects: listing every RayJob of a large cluster to learn that the
 kind exists would cost more than the whole start-up.
 

@@ -10,6 +10,10 @@ executor alone writes it, and drops it from the next status it writes once every
 plan went through (a refused object is never remembered as applied, so each later plan tries
 it again). The Warning Event ``ApplyFailed`` says the same once per plan and object.
 
+An apply of a kind the API server does not serve (Kueue, KubeRay or AppWrapper not installed)
+is answered "404 page not found" by its router; that refusal names the component to install
+instead (:func:`not_served_message`, decision 0265).
+
 Pure: the caller passes the refusals and the time.
 """
 
@@ -30,6 +34,14 @@ MAX_NAMED: Final = 3
 MAX_QUOTED: Final = 400
 """Characters of one API message kept (a webhook may answer at length)."""
 _REASON: Final = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+NOT_SERVED: Final = "NotServed"
+"""The reason of a refusal of a kind the API server does not serve."""
+COMPONENTS: Final = {
+    "kueue.x-k8s.io": "Kueue",
+    "ray.io": "KubeRay",
+    "workload.codeflare.dev": "AppWrapper",
+}
+"""The third-party components whose kinds the operator writes, by API group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,17 @@ class Refusal:
         if len(quoted) > MAX_QUOTED:
             quoted = quoted[: MAX_QUOTED - 3] + "..."
         return f"{kind_and_name}: {quoted}"
+
+
+def not_served_message(api_version: str, kind: str) -> str:
+    """What a refusal of ``kind`` says when the API server does not serve it: the component
+    to install, by the kind's API group."""
+    group = api_version.rpartition("/")[0]
+    component = COMPONENTS.get(group, "the component that defines it")
+    return (
+        f"the API server does not serve {api_version} {kind}: install {component} "
+        "(docs/operations.md, What the cluster needs)"
+    )
 
 
 def with_refusals(

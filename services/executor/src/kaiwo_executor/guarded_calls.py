@@ -26,7 +26,7 @@ from kaiwo_executor.api_retries import (
     Sleep,
     call_with_retries,
 )
-from kaiwo_executor.apply_refusals import Refusal
+from kaiwo_executor.apply_refusals import NOT_SERVED, Refusal, not_served_message
 from kaiwo_executor.cluster_port import ExecutorCluster
 from kaiwo_executor.execution_memo import ref_key
 from kaiwo_executor.metrics import ExecutorMetrics
@@ -94,6 +94,15 @@ def involved_object(owner: ObjectRef) -> dict[str, Any]:
 def _reason_of(error: KubeError) -> str:
     message = " ".join(error.message.split()) or f"the API server answered {error.code}"
     return f"{error.reason}: {message}" if error.reason else message
+
+
+_ROUTER_NOT_FOUND = "404 page not found"
+"""The plain-text answer of the API server's router to a path no API serves: the group or
+version is not installed. A 404 of an API handler is a Status (``namespaces "x" not found``)."""
+
+
+def _not_served(error: KubeError) -> bool:
+    return error.code == 404 and " ".join(error.message.split()) == _ROUTER_NOT_FOUND
 
 
 def _http_status(code: int) -> int | None:
@@ -187,18 +196,27 @@ class GuardedCalls:
                 message=reason,
             )
         except KubeError as error:
+            if _not_served(error):
+                # The router's bare 404 names nothing a user can act on; the component
+                # to install does.
+                said = not_served_message(target.api_version, target.kind)
+                api_reason, api_message = NOT_SERVED, said
+            else:
+                said = _reason_of(error)
+                api_reason = error.reason
+                api_message = error.message or f"the API server answered {error.code}"
             return Failure(
                 ActionOutcome(
                     operation=operation,
                     target=target,
                     outcome="failed",
-                    reason=_reason_of(error),
+                    reason=said,
                     http_status=_http_status(error.code),
                 ),
                 exhausted=False,
-                message=_reason_of(error),
-                api_reason=error.reason,
-                api_message=error.message or f"the API server answered {error.code}",
+                message=said,
+                api_reason=api_reason,
+                api_message=api_message,
             )
         return done.value, done.attempts
 
