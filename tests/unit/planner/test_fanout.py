@@ -383,6 +383,26 @@ def test_a_node_change_replans_the_queue_config_and_every_workload(projection: P
     assert owners_to_replan(change_of(projection, relabelled), projection) == EVERYTHING
 
 
+def test_a_node_change_replans_every_gpu_workload(projection: Projection) -> None:
+    """Whether a node could hold a plain workload's waiting pod is its GpuWorkload's verdict
+    (decisions 0256, 0260): a node that joins or changes re-plans it (decision 0266)."""
+    record = obj(KAIWO, "GpuWorkload", "job-plain-plain-01", "rec-job", namespace="team-a")
+    projection.apply(observe(record, "1", "ADDED"), sequence=50)
+    record_ref = ObjectRef(
+        api_version=KAIWO,
+        kind="GpuWorkload",
+        name="job-plain-plain-01",
+        namespace="team-a",
+        uid="rec-job",
+    )
+
+    found = owners_to_replan(change_of(projection, node("gpu-1"), "ADDED"), projection)
+
+    # Sorted by apiVersion, kind, namespace, name: GpuWorkload first.
+    assert found == (record_ref, *EVERYTHING)
+    assert owners_to_replan(change_of(projection, node("gpu-0", heartbeat="t1")), projection) == ()
+
+
 def test_a_node_heartbeat_replans_nothing(projection: Projection) -> None:
     assert owners_to_replan(change_of(projection, node("gpu-0", heartbeat="t1")), projection) == ()
 

@@ -16,9 +16,10 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
   (they wait for it to go before they make the child again, decision 0139); a child of a
   deleted KaiwoJob or KaiwoService removed after it: the workload of that kind and name
   submitted again meanwhile, whose child of that name waited for it to go (decision 0165);
-* a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
-  schedulability) — but only when something planning reads changed (labels, taints,
-  schedulability, readiness, capacity): a heartbeat re-plans nothing;
+* a Node: the KaiwoQueueConfig (node pools, flavors), every workload (GPU statistics,
+  schedulability) and every GpuWorkload (whether a node could hold its waiting pod, decision
+  0266) — but only when something planning reads changed (labels, taints, schedulability,
+  readiness, capacity): a heartbeat re-plans nothing;
 * the KaiwoConfig ``kaiwo``: itself (its plan says when it is invalid, decision 0206), the
   KaiwoQueueConfig and every workload; a KaiwoConfig of another name: itself only (it is
   never read, so no other plan can change; its own says so, decision 0209);
@@ -140,7 +141,11 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         ]
     elif kind == NODE:
         owners = (
-            [*queue_config(projection), *all_workloads(projection)]
+            [
+                *queue_config(projection),
+                *all_workloads(projection),
+                *all_gpu_workloads(projection),
+            ]
             if _node_facts_changed(change)
             else []
         )
