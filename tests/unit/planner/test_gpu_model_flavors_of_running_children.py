@@ -1,13 +1,15 @@
-"""A running Job keeps the ``gpuModels`` flavor terms it was made with when the flavors holding
-its models change, and is told nothing of it; a Deployment takes the new ones like any template
-change (decision 0261). Expected values written by hand."""
+"""A running Job, RayJob or AppWrapper keeps the ``gpuModels`` flavor terms it was made with
+when the flavors holding its models change, and is told nothing of it while it is where its
+models are; a Deployment takes the new ones like any template change (decisions 0261, 0267).
+Expected values written by hand."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from kaiwo_planner.domain.children.pod_template import only_flavor_terms_differ
+import pytest
+from kaiwo_planner.domain.children.pod_template import without_flavor_terms
 from kaiwo_planner.domain.state.cluster import ClusterState
 
 from tests.planning_calls import planned
@@ -119,8 +121,11 @@ def state(nodes: list[dict[str, Any]], *objects: dict[str, Any]) -> ClusterState
 
 def main_child(owner: dict[str, Any], nodes: list[dict[str, Any]], *objects: Any) -> Any:
     plan = planned(owner=owner, cluster=state(nodes, owner, *objects), now=NOW)
-    [child] = [c for c in plan.desired if c["kind"] in ("Job", "Deployment")]
+    [child] = [c for c in plan.desired if c["kind"] in MAIN_KINDS]
     return plan, child
+
+
+MAIN_KINDS = ("Job", "Deployment", "RayJob", "AppWrapper")
 
 
 def running(child: dict[str, Any], *, ready: int = 1) -> dict[str, Any]:
@@ -130,13 +135,20 @@ def running(child: dict[str, Any], *, ready: int = 1) -> dict[str, Any]:
     if child["kind"] == "Job":
         found["spec"] = {**child["spec"], "suspend": False}
         found["status"] = {"active": 1, "ready": ready, "startTime": "2026-01-01T11:59:00Z"}
+    elif child["kind"] == "RayJob":
+        found["spec"] = {**child["spec"], "suspend": False}
+        found["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+    elif child["kind"] == "AppWrapper":
+        found["spec"] = {**child["spec"], "suspend": False}
+        found["status"] = {"phase": "Running"}
     else:
         found["status"] = {"replicas": 1, "readyReplicas": ready}
     return found
 
 
-def admitted_workload() -> dict[str, Any]:
-    return {
+def admitted_workload(flavor: str | None = None) -> dict[str, Any]:
+    """The child's Kueue Workload, admitted (into ``flavor`` for the GPUs, when given)."""
+    workload: dict[str, Any] = {
         "apiVersion": KUEUE,
         "kind": "Workload",
         "metadata": {
@@ -147,6 +159,13 @@ def admitted_workload() -> dict[str, Any]:
         },
         "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
     }
+    if flavor is not None:
+        assignment = {"name": "main", "flavors": {"amd.com/gpu": flavor}, "count": 1}
+        workload["status"]["admission"] = {
+            "clusterQueue": "kaiwo",
+            "podSetAssignments": [assignment],
+        }
+    return workload
 
 
 def affinity(child: dict[str, Any]) -> Any:
@@ -175,20 +194,82 @@ def test_a_running_job_keeps_its_flavor_terms_and_is_told_nothing() -> None:
     assert affinity(fresh) == TERM_OF_POOL_A
 
 
-def test_a_job_no_pod_of_which_is_ready_or_whose_models_were_edited_is_told() -> None:
-    """Admitted by the terms of before, it may wait for ever: re-creating it helps. An edit of
+def test_a_job_is_told_only_where_the_terms_matter() -> None:
+    """Decision 0267. Not yet Ready where its model is (pool-a), it is told nothing. Admitted
+    into pool-b, which no longer holds the model, it waits for ever: made anew while nothing
+    of it ran (decision 0264), told once a pod ran (re-creating it is what helps). An edit of
     ``gpuModels`` is the user's own, and cannot reach the running Job either."""
     _, made = main_child(workload("KaiwoJob"), BEFORE)
-    waiting = running(made, ready=0)
-    plan, _ = main_child(workload("KaiwoJob"), AFTER, waiting, admitted_workload())
+
+    plan, _ = main_child(
+        workload("KaiwoJob"), AFTER, running(made, ready=0), admitted_workload("pool-a")
+    )
+    assert child_spec_applied(plan) == []
+
+    plan = planned(
+        owner=workload("KaiwoJob"),
+        cluster=state(
+            AFTER, workload("KaiwoJob"), running(made, ready=0), admitted_workload("pool-b")
+        ),
+        now=NOW,
+    )
+    [replacing] = child_spec_applied(plan)
+    assert replacing["reason"] == "Replacing"
+    assert plan.desired == ()
+
+    plan, _ = main_child(workload("KaiwoJob"), AFTER, running(made), admitted_workload("pool-b"))
     [told] = child_spec_applied(plan)
     assert told["reason"] == "JobFieldsImmutable"
+    assert "spec.template.spec.affinity.nodeAffinity" in told["message"]
 
     edited = workload("KaiwoJob")
     edited["spec"]["gpuModels"] = ["mi300x"]
     plan, _ = main_child(edited, AFTER, running(made), admitted_workload())
     [told] = child_spec_applied(plan)
     assert told["reason"] == "JobFieldsImmutable"
+
+
+def ray_workload(kind: str) -> dict[str, Any]:
+    owner = workload(kind)
+    if kind == "KaiwoJob":
+        owner["spec"]["ray"] = True
+    else:
+        owner["spec"]["ray"] = True
+        owner["spec"]["serveConfigV2"] = "applications: []"
+    return owner
+
+
+@pytest.mark.parametrize(
+    ("kind", "elsewhere"),
+    [
+        # Its Ray job runs: what re-creating it would restart is told.
+        pytest.param("KaiwoJob", "JobFieldsImmutable", id="RayJob"),
+        # No pod of its service is bound to a node: made anew (decision 0264).
+        pytest.param("KaiwoService", "Replacing", id="AppWrapper"),
+    ],
+)
+def test_a_running_ray_child_keeps_its_flavor_terms_and_is_told_nothing(
+    kind: str, elsewhere: str
+) -> None:
+    """Before, its status said ``ChildSpecApplied`` False: the RayJob keeps its spec, or the
+    AppWrapper its components, "...affinity.nodeAffinity...", for a node that left."""
+    _, made = main_child(ray_workload(kind), BEFORE)
+    child = running(made)
+
+    plan, kept = main_child(ray_workload(kind), AFTER, child, admitted_workload("pool-a"))
+
+    field = {"RayJob": "rayClusterSpec", "AppWrapper": "components"}[made["kind"]]
+    assert kept["spec"][field] == made["spec"][field]
+    assert child_spec_applied(plan) == []
+    # Admitted where the model is not.
+    plan = planned(
+        owner=ray_workload(kind),
+        cluster=state(AFTER, ray_workload(kind), child, admitted_workload("pool-b")),
+        now=NOW,
+    )
+    [told] = child_spec_applied(plan)
+    assert told["reason"] == elsewhere
+    assert "node" in told["message"]
 
 
 def test_a_deployment_takes_the_flavors_of_now() -> None:
@@ -201,11 +282,19 @@ def test_a_deployment_takes_the_flavors_of_now() -> None:
     assert child_spec_applied(plan) == []
 
 
-def test_only_the_flavor_terms_differ_when_every_term_asks_the_same_models() -> None:
+def test_only_paths_of_terms_asking_the_same_models_in_both_are_left_out() -> None:
     def job(node_affinity: dict[str, Any]) -> dict[str, Any]:
         return {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": node_affinity}}}}}
 
-    assert only_flavor_terms_differ(job(TERM_OF_POOL_A), job(PLAIN_TERM))
+    def ray_job(node_affinity: dict[str, Any]) -> dict[str, Any]:
+        template = {"spec": {"affinity": {"nodeAffinity": node_affinity}}}
+        return {"spec": {"rayClusterSpec": {"workerGroupSpecs": [{"template": template}]}}}
+
+    term = "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    paths = (f"{term}.nodeSelectorTerms[0].matchExpressions", "spec.template.spec.containers")
+    assert without_flavor_terms(paths, job(TERM_OF_POOL_A), job(PLAIN_TERM)) == paths[1:]
+    worker = "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.affinity.nodeAffinity"
+    assert without_flavor_terms((worker,), ray_job(TERM_OF_POOL_A), ray_job(PLAIN_TERM)) == ()
     other_model = {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [
@@ -213,5 +302,5 @@ def test_only_the_flavor_terms_differ_when_every_term_asks_the_same_models() -> 
             ]
         }
     }
-    assert not only_flavor_terms_differ(job(TERM_OF_POOL_A), job(other_model))
-    assert not only_flavor_terms_differ(job(TERM_OF_POOL_A), {"spec": {}})
+    assert without_flavor_terms(paths, job(TERM_OF_POOL_A), job(other_model)) == paths
+    assert without_flavor_terms(paths, job(TERM_OF_POOL_A), {"spec": {}}) == paths

@@ -329,6 +329,9 @@ def plan_workload(
     model_flavors = gpu_model_flavors(
         context, queue=queue, gpu_key=gpu_key, gpu_models=spec.gpu_models or ()
     )
+    without_models = flavors_admitted_without_models(
+        context, kueue_workloads=observed.kueue_workloads, gpu_key=gpu_key, holding=model_flavors
+    )
     if (
         verdict.schedulable
         and verdict.reason != REASON_ADMITTED_BEFORE_NODE_CHANGE
@@ -348,17 +351,10 @@ def plan_workload(
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
             main_made_anew=_main_made_anew(
-                observed,
-                previous,
-                node_pools,
-                flavors_without_models=flavors_admitted_without_models(
-                    context,
-                    kueue_workloads=observed.kueue_workloads,
-                    gpu_key=gpu_key,
-                    holding=model_flavors,
-                ),
+                observed, previous, node_pools, flavors_without_models=without_models
             ),
             gpu_model_flavors=model_flavors,
+            admitted_without_models=bool(without_models),
             kind_kept=kind_kept_message(kind_kept) if kind_kept is not None else None,
         )
         if observed.child is None and observed.earlier_kueue_workloads:

@@ -6,6 +6,7 @@ template. The input template is never modified: every function returns a new dic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,25 +218,44 @@ def _gpu_model_affinity(
     return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
 
 
-JOB_NODE_AFFINITY_PATH = "spec.template.spec.affinity.nodeAffinity"
-"""Where a Job's pods carry the ``gpuModels`` affinity (all of their node affinity)."""
+NODE_AFFINITY = "affinity.nodeAffinity"
+"""Where a pod template carries the ``gpuModels`` affinity (all of its node affinity)."""
+
+_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
-def only_flavor_terms_differ(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
-    """Whether the ``desired`` and ``observed`` Jobs' pods ask for the same GPU models in every
-    term of their node affinity, so that a difference of the two is in the flavor terms alone:
-    it follows the nodes and the queue (decision 0237), not the workload's spec (decision
-    0261)."""
-    wanted = _models_asked(desired)
-    return wanted is not None and wanted == _models_asked(observed)
+def without_flavor_terms(
+    paths: Sequence[str], desired: Mapping[str, Any], observed: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """``paths`` (where the ``desired`` and ``observed`` children differ) but those in a pod's
+    node affinity every term of which asks the same ``kaiwo/gpu-model`` values in both: those
+    differ in the flavor terms alone, which follow the nodes and the queue (decision 0237), not
+    the workload's spec (decisions 0261, 0267). A Job's, a RayJob's cluster's or an
+    AppWrapper's component's templates alike."""
+    return tuple(path for path in paths if not _in_flavor_terms(path, desired, observed))
 
 
-def _models_asked(job: Mapping[str, Any]) -> frozenset[str] | None:
-    """The ``kaiwo/gpu-model`` values of a Job's node affinity, the same in every term; None
-    when a term names none or names others."""
-    tree: Any = job
-    for key in JOB_NODE_AFFINITY_PATH.split("."):
-        tree = tree.get(key) if isinstance(tree, Mapping) else None
+def _in_flavor_terms(path: str, desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    at = path.find(NODE_AFFINITY)
+    end = at + len(NODE_AFFINITY)
+    if at < 0 or path[end : end + 1] not in ("", "."):
+        return False
+    wanted = _models_asked(_value_at(desired, path[:end]))
+    return wanted is not None and wanted == _models_asked(_value_at(observed, path[:end]))
+
+
+def _value_at(tree: Any, path: str) -> Any:
+    for key, index in _PATH_STEP.findall(path):
+        if key:
+            tree = tree.get(key) if isinstance(tree, Mapping) else None
+        else:
+            tree = tree[int(index)] if isinstance(tree, list) and int(index) < len(tree) else None
+    return tree
+
+
+def _models_asked(tree: Any) -> frozenset[str] | None:
+    """The ``kaiwo/gpu-model`` values of a node affinity, the same in every term; None when a
+    term names none or names others."""
     required = (
         tree.get("requiredDuringSchedulingIgnoredDuringExecution")
         if isinstance(tree, Mapping)

@@ -59,8 +59,7 @@ from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.pod_additions import image_pull_secrets, pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
 from kaiwo_planner.domain.children.pod_template import (
-    JOB_NODE_AFFINITY_PATH,
-    only_flavor_terms_differ,
+    without_flavor_terms,
 )
 from kaiwo_planner.domain.children.ray_job import build_ray_job
 from kaiwo_planner.domain.children.ray_service import (
@@ -241,6 +240,8 @@ def _reconcile_with_observed(
     observed: Mapping[str, Any] | None,
     context: PlanningContext | None,
     origins: ConfigurationOrigins,
+    *,
+    flavor_terms_told: bool,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
     """The main child to apply given the one that exists (None: it does not exist yet), and
     what the workload's status says of it. No child to apply: the existing one is replaced
@@ -249,7 +250,8 @@ def _reconcile_with_observed(
     Every kind of main child reports ``ChildSpecApplied``, so that the condition never
     speaks of a child the workload no longer has (a KaiwoService switched between
     ``ray: true`` and ``ray: false``). A path kept or replaced for is named with the
-    configuration object it comes from (``origins``, decision 0144).
+    configuration object it comes from (``origins``, decision 0144). The ``gpuModels`` flavor
+    terms a running child keeps are named only when ``flavor_terms_told`` (decision 0267).
     """
     kind = main["kind"]
     if observed is None or observed.get("kind") != kind:
@@ -259,8 +261,18 @@ def _reconcile_with_observed(
         return main, _matches(kind)
     admitted = _admitted_by_kueue(observed, context)
     if kind == "Job":
-        return _job_as_it_exists(main, observed, context, origins, admitted=admitted)
+        return _job_as_it_exists(
+            main,
+            observed,
+            context,
+            origins,
+            admitted=admitted,
+            flavor_terms_told=flavor_terms_told,
+        )
     update = _child_update(main, observed, admitted=admitted)
+    if not (update.replace or flavor_terms_told):
+        kept = without_flavor_terms(update.spec_not_applied, main, observed)
+        update = dataclasses.replace(update, spec_not_applied=kept)
     if update.spec_not_applied:
         told = _kept_told(
             update.spec_not_applied,
@@ -314,6 +326,7 @@ def _job_as_it_exists(
     origins: ConfigurationOrigins,
     *,
     admitted: bool,
+    flavor_terms_told: bool,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
     update = existing_job_update(main, observed, context, admitted=admitted)
     if update.not_applied and waits_in_its_queue(observed, admitted=admitted):
@@ -328,7 +341,9 @@ def _job_as_it_exists(
             shown=3,
         )
         return None, _replacing(replacing_message("Job", update.not_applied, told=told))
-    update = _flavor_terms_kept_silently(update, main, observed)
+    if not flavor_terms_told:
+        kept = without_flavor_terms(update.not_applied, main, observed)
+        update = dataclasses.replace(update, not_applied=kept)
     if update.not_applied:
         told = _kept_told(
             update.not_applied, desired=main, observed=observed, origins=origins, context=context
@@ -337,27 +352,6 @@ def _job_as_it_exists(
     if update.anything_kept:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
-
-
-def _flavor_terms_kept_silently(
-    update: JobUpdate, main: Mapping[str, Any], observed: Mapping[str, Any]
-) -> JobUpdate:
-    """``update`` without the ``gpuModels`` flavor terms a running Job keeps (decision 0261):
-    the flavors holding its models changed with the nodes or the queue, not with its spec, its
-    pods are placed, and the terms only ever told Kueue where to admit it. Told, the user read
-    of an edit nobody made, to be undone by re-creating the job, which would only restart it.
-    Still told while no pod of it is Ready: one admitted by terms of before into a flavor
-    that no longer holds its models waits for ever, and re-creating it is what helps."""
-    if not _has_ready_pods(observed) or not only_flavor_terms_differ(main, observed):
-        return update
-    kept = tuple(p for p in update.not_applied if not p.startswith(JOB_NODE_AFFINITY_PATH))
-    return update if kept == update.not_applied else dataclasses.replace(update, not_applied=kept)
-
-
-def _has_ready_pods(job: Mapping[str, Any]) -> bool:
-    status = job.get("status")
-    ready = status.get("ready") if isinstance(status, Mapping) else None
-    return isinstance(ready, int) and ready > 0
 
 
 def _kept_told(
@@ -440,6 +434,7 @@ def plan_children(
     recorded_gpu_taint_keys: tuple[str, ...] = (),
     main_made_anew: str | None = None,
     gpu_model_flavors: tuple[tuple[tuple[str, str], ...], ...] = (),
+    admitted_without_models: bool = False,
     kind_kept: str | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
@@ -459,6 +454,9 @@ def plan_children(
     created again once it is gone), as ``ChildSpecApplied`` says with reason ``Replacing``.
     ``gpu_model_flavors``: the node labels of the flavors of the workload's queue that hold
     one of its ``gpuModels``, when the queue has others too (decision 0237).
+    ``admitted_without_models``: Kueue admitted the existing main child into a flavor that
+    holds none of them (decision 0264); only then are the flavor terms it keeps named (the
+    child is where its models are, or made anew: decision 0267).
     ``kind_kept``: why the main child is of another kind than the spec asks for now (a
     KaiwoJob's ``ray`` switched while its child runs, :mod:`.kind_switch`), as
     ``ChildSpecApplied`` says; ``workload`` is then planned as that kind.
@@ -518,7 +516,13 @@ def plan_children(
         main, applied = (
             (None, _replacing(main_made_anew))
             if main_made_anew is not None and observed_main_child is not None
-            else _reconcile_with_observed(built.main, observed_main_child, context, built.origins)
+            else _reconcile_with_observed(
+                built.main,
+                observed_main_child,
+                context,
+                built.origins,
+                flavor_terms_told=admitted_without_models,
+            )
         )
         if kind_kept is not None:
             also = f" {applied.message}" if applied.status == "False" else ""

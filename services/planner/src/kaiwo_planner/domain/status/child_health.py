@@ -377,11 +377,13 @@ def _admitted_without_models(observed: ObservedChildren, flavors: Collection[str
     nodes holds one of the workload's ``gpuModels`` (decision 0264): Kueue's flavor selector
     and the models' affinity name no node together, so its pods wait for ever while Kueue
     counts it admitted. Made anew with the flavor terms (decision 0237), Kueue admits it into
-    a flavor that holds them. As for a pool gone, a batch child only while nothing of it ran."""
+    a flavor that holds them. As for a pool gone, a batch child only while nothing of it ran,
+    a service's AppWrapper only while no pod of it is bound to a node (one whose node was
+    relabelled since serves on)."""
     child, kind = observed.child or {}, observed.child_kind
     if not flavors or kind not in _MADE_ANEW or not observed.kueue_workloads:
         return None
-    if kind != "AppWrapper" and _ran(kind, child):
+    if _ran(kind, child) if kind != "AppWrapper" else _has_bound_pods(observed):
         return None
     when = "and none of its pods can run" if kind == "AppWrapper" else "before any of its pods ran"
     return (
@@ -441,6 +443,15 @@ def _stranded(observed: ObservedChildren, node_pools: Collection[str] | None) ->
         f"{kind} {(child.get('metadata') or {}).get('name') or ''}: Kueue admitted it into "
         f"node pool {', '.join(sorted(str(pool) for pool in pools))}, which no node is in any "
         f"more, {when}: the {kind} is made anew, and Kueue admits it again"
+    )
+
+
+def _has_bound_pods(observed: ObservedChildren) -> bool:
+    return any(
+        (pod.get("spec") or {}).get("nodeName")
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        for pod in observed.pods
+        if _of_main_child(observed, pod)
     )
 
 
