@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import pytest
 import pytest_asyncio
-from kaiwo_kube import KubeError, NotFound, resources
+from kaiwo_kube import AlreadyExists, KubeError, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import ResourceType
 
@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(240), pytest.mark.asyncio(loo
 
 MANAGER: Final = "kaiwo"
 KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
+TAINT_KEY_POLICY: Final = "kaiwo-executor-nodes-taint-key"
 WORKLOADS_LABEL: Final = "kaiwo.silogen.ai/workloads"
 ANNOTATION: Final = "kaiwo.silogen.ai/service-accounts"
 NODE: Final = "policy-node"
@@ -182,6 +183,26 @@ async def in_force(cluster: Cluster) -> None:
         return Pending("node patched: not enforced yet")
 
     await eventually(nodes_enforced, what="the nodes' admission policy in force", interval=0.5)
+    await eventually(
+        lambda: taint_key_enforced(cluster),
+        what="the nodes' taint-key policy in force, with its KaiwoConfig",
+        interval=0.5,
+    )
+
+
+async def taint_key_enforced(cluster: Cluster) -> bool | Pending:
+    """Whether the taint-key policy refuses the executor a record naming another key than the
+    KaiwoConfig's (it is lifted while the API server sees no KaiwoConfig, decision 0268)."""
+    record = {"metadata": {"annotations": {"kaiwo/gpu-taint": "dedicated"}}}
+    try:
+        await cluster.executor.merge_patch(resources.NODE, NODE, record, field_manager=MANAGER)
+    except KubeError as error:
+        if error.code == 403 and TAINT_KEY_POLICY in error.message:
+            return True
+        return Pending(error.message)
+    undo = {"metadata": {"annotations": {"kaiwo/gpu-taint": None}}}
+    await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
+    return Pending("another key recorded: the KaiwoConfig not seen yet")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -417,6 +438,7 @@ async def test_node_changes_beyond_kaiwos_labels_and_taint_are_refused(
     await refused(
         cluster.executor.merge_patch(resources.NODE, NODE, patch, field_manager=MANAGER),
         policy="kaiwo-executor-nodes",
+        also=(TAINT_KEY_POLICY,),
     )
 
     after = await cluster.admin.get(resources.NODE, NODE)
@@ -934,10 +956,13 @@ async def test_the_operators_own_writes_pass(cluster: Cluster) -> None:
     node = await cluster.executor.get(resources.NODE, NODE)
     labels = {"kaiwo/nodepool": "amd-mi300x-8gpu", "kaiwo/gpu-vendor": "amd"}
     taints = [*node["spec"]["taints"], GPU_TAINT]
+    # The taint goes with its record, in the same patch, as the executor writes it
+    # (kaiwo_executor.node_merge, decision 0145).
+    record = {"kaiwo/gpu-taint": GPU_TAINT["key"]}
     await cluster.executor.merge_patch(
         resources.NODE,
         NODE,
-        {"metadata": {"labels": labels}, "spec": {"taints": taints}},
+        {"metadata": {"labels": labels, "annotations": record}, "spec": {"taints": taints}},
         field_manager=MANAGER,
     )
 
@@ -1040,7 +1065,7 @@ async def test_the_gpu_taint_key_allowed_is_the_one_the_kaiwo_config_names(
     }
     await refused(
         cluster.executor.merge_patch(resources.NODE, NODE, moved, field_manager=MANAGER),
-        policy="kaiwo-executor-nodes",
+        policy=TAINT_KEY_POLICY,
     )
 
     await with_gpu_taint_key(cluster.admin, RENAMED_GPU_TAINT["key"])
@@ -1078,6 +1103,59 @@ async def test_the_gpu_taint_key_allowed_is_the_one_the_kaiwo_config_names(
                 "spec": {"taints": others},
             },
             field_manager=MANAGER,
+        )
+
+
+async def test_without_the_kaiwo_config_only_the_taint_key_check_is_lifted(
+    cluster: Cluster,
+) -> None:
+    """Decision 0268: the KaiwoConfig ``kaiwo`` deleted (an administrator did, or the operator
+    has not made it yet). Before, the API server refused every Node change of every identity,
+    "no params found for policy binding with `Deny` parameterNotFoundAction", the node
+    controllers' and the administrators' too. Now an administrator's label goes through, the
+    executor's change of a label not under kaiwo/ is still refused, and its kaiwo/ label
+    passes."""
+    kept = await cluster.admin.get(resources.KAIWO_CONFIG, "kaiwo")
+    await cluster.admin.delete(resources.KAIWO_CONFIG, "kaiwo")
+    try:
+
+        async def admins_label_passes() -> bool | Pending:
+            try:
+                await cluster.admin.merge_patch(
+                    resources.NODE, NODE, {"metadata": {"labels": {"team": "infra"}}}
+                )
+            except KubeError as error:  # the API server's copy of the KaiwoConfig lags
+                return Pending(error.message)
+            return True
+
+        await eventually(admins_label_passes, what="an administrator's Node label", interval=0.5)
+        await refused(
+            cluster.executor.merge_patch(
+                resources.NODE,
+                NODE,
+                {"metadata": {"labels": {"team": "payments"}}},
+                field_manager=MANAGER,
+            ),
+            policy="kaiwo-executor-nodes",
+        )
+        pool = {"metadata": {"labels": {"kaiwo/nodepool": "without-config"}}}
+        await cluster.executor.merge_patch(resources.NODE, NODE, pool, field_manager=MANAGER)
+        labels = (await cluster.admin.get(resources.NODE, NODE))["metadata"]["labels"]
+        assert (labels["team"], labels["kaiwo/nodepool"]) == ("infra", "without-config")
+    finally:
+        spec = kept.get("spec") or {}
+        with contextlib.suppress(AlreadyExists):
+            await cluster.admin.create({**kaiwo_config(GPU_TAINT["key"]), "spec": spec})
+        await cluster.admin.merge_patch(
+            resources.NODE,
+            NODE,
+            {"metadata": {"labels": {"team": None, "kaiwo/nodepool": "old"}}},
+            field_manager=MANAGER,
+        )
+        await eventually(
+            lambda: taint_key_enforced(cluster),
+            what="the taint-key policy in force again",
+            interval=0.5,
         )
 
 

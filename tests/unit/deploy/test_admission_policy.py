@@ -126,23 +126,27 @@ def test_every_policy_binds_the_executor_alone_denies_and_fails_closed() -> None
         assert binding.get("paramRef") == PARAMS.get(name) and "matchResources" not in binding, name
 
 
+TAINT_KEY_POLICY: Final = "kaiwo-executor-nodes-taint-key"
 PARAMS: Final = {
     # The GPU taint key allowed on Nodes is the KaiwoConfig's own, read by the API server
-    # (decision 0211); with no KaiwoConfig kaiwo every Node change is refused, never allowed.
-    "kaiwo-executor-nodes": {"name": "kaiwo", "parameterNotFoundAction": "Deny"},
+    # (decision 0211). The API server resolves a param before the match conditions, so a
+    # missing KaiwoConfig with Deny refused every identity's Node change: this check alone is
+    # lifted then, the key-free rules of kaiwo-executor-nodes still hold (decision 0268).
+    TAINT_KEY_POLICY: {"name": "kaiwo", "parameterNotFoundAction": "Allow"},
 }
 
 
-def test_the_nodes_policy_reads_the_gpu_taint_key_from_the_kaiwo_config() -> None:
-    spec = policies()["kaiwo-executor-nodes"]["spec"]
+def test_the_nodes_taint_key_policy_alone_reads_the_kaiwo_config() -> None:
+    spec = policies()[TAINT_KEY_POLICY]["spec"]
     assert spec["paramKind"] == {
         "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoConfig",
     }
     [key] = [v["expression"] for v in spec["variables"] if v["name"] == "gpuTaintKey"]
     assert key == "string(params.?spec.?nodes.?defaultGpuTaintKey.orValue('kaiwo.silogen.ai/gpu'))"
-    others = [p for name, p in policies().items() if name != "kaiwo-executor-nodes"]
-    assert not any("paramKind" in p["spec"] for p in others)
+    assert matched(policies()[TAINT_KEY_POLICY]) == matched(policies()["kaiwo-executor-nodes"])
+    others = [p for name, p in policies().items() if name != TAINT_KEY_POLICY]
+    assert not any("paramKind" in p["spec"] or "params" in str(p["spec"]) for p in others)
 
 
 EXTRA_CONDITIONS: Final = {
