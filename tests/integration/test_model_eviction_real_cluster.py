@@ -69,6 +69,16 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
     )
     await bound_cache_volume(pipeline)
     await pipeline.appears(resources.JOB, "load-cache-midload")
+
+    async def loading_on_the_bound_volume() -> dict[str, Any] | Pending:
+        # The planner's view of the volume lags the API server's: deleted while the planner
+        # still saw it Pending, the Model would be judged to have written nothing (a volume
+        # never bound, decision 0202), and go without waiting for its load (CI run 150).
+        told = condition(await model(pipeline, "midload"), "CacheLoaded")
+        reason = (told or {}).get("reason")
+        return told if reason == "Loading" else Pending(f"CacheLoaded {reason}")
+
+    await eventually(loading_on_the_bound_volume, what="the load seen on the bound volume")
     pod = await pipeline.jobs.job_pod("load-cache-midload", namespace=namespace)
     pod_name = pod["metadata"]["name"]
     held = [*(pod["metadata"].get("finalizers") or ()), STILL_STOPPING]
