@@ -62,7 +62,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import (
+    KaiwoConfig,
+    KaiwoResourceMonitoringConfig,
+)
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import CommonMetaSpec, WorkloadStatus
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob, on_existing_ray_cluster
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
@@ -89,6 +92,7 @@ from kaiwo_planner.domain.children.workload_children import (
     plan_children,
 )
 from kaiwo_planner.domain.queues.gpu_model_flavors import (
+    FlavorLabels,
     flavors_admitted_without_models,
     gpu_model_flavors,
 )
@@ -323,20 +327,14 @@ def plan_workload(
             verdict = dataclasses.replace(verdict, message=f"{verdict.message}; {note}")
     children = None
     node_pools = pools_with_nodes(context)
-    gpu_key = gpu_resource_key(
-        spec.gpu_vendor, default_key=config.spec.nodes.default_gpu_resource_key
-    )
-    model_flavors = gpu_model_flavors(
-        context, queue=queue, gpu_key=gpu_key, gpu_models=spec.gpu_models or ()
-    )
-    without_models = flavors_admitted_without_models(
-        context, kueue_workloads=observed.kueue_workloads, gpu_key=gpu_key, holding=model_flavors
-    )
     if (
         verdict.schedulable
         and verdict.reason != REASON_ADMITTED_BEFORE_NODE_CHANGE
         and not (previous_phase.is_terminal or previous_phase is WorkloadStatus.TERMINATING)
     ):
+        model_flavors, without_models = _gpu_model_flavors(
+            context, spec, config, queue=queue, observed=observed
+        )
         children = plan_children(
             workload=workload,
             allocation=allocation,
@@ -587,6 +585,29 @@ def _main_child_held(children: ChildrenDecision) -> ChildrenDecision:
 _PHASES_OF_A_CHILD_THAT_RAN = frozenset(
     {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
 )
+
+
+def _gpu_model_flavors(
+    context: PlanningContext,
+    spec: CommonMetaSpec,
+    config: KaiwoConfig,
+    *,
+    queue: str,
+    observed: ObservedChildren,
+) -> tuple[tuple[FlavorLabels, ...], tuple[str, ...]]:
+    """The node labels of the flavors of ``queue`` that hold the spec's ``gpuModels``
+    (decision 0237), and the flavors Kueue admitted the main child into that hold none of
+    them (decision 0264)."""
+    gpu_key = gpu_resource_key(
+        spec.gpu_vendor, default_key=config.spec.nodes.default_gpu_resource_key
+    )
+    holding = gpu_model_flavors(
+        context, queue=queue, gpu_key=gpu_key, gpu_models=spec.gpu_models or ()
+    )
+    without = flavors_admitted_without_models(
+        context, kueue_workloads=observed.kueue_workloads, gpu_key=gpu_key, holding=holding
+    )
+    return holding, without
 
 
 def _main_made_anew(
