@@ -24,6 +24,7 @@ from kaiwo_planner.domain.queues.node_pools import GPU_MODEL_LABEL
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.kueue_admission import assigned_flavors
 
 FlavorLabels = tuple[tuple[str, str], ...]
 """A flavor's node labels, sorted by key (hashable: it keys the children's cache)."""
@@ -103,13 +104,7 @@ def flavors_admitted_without_models(
     not fully observed) or of a flavor not observed: only what is known counts."""
     if not holding:
         return ()
-    names = {
-        str(flavor)
-        for workload in kueue_workloads
-        for assignment in _pod_set_assignments(workload)
-        for resource, flavor in (assignment.get("flavors") or {}).items()
-        if resource == gpu_key
-    }
+    names = {name for w in kueue_workloads for name in assigned_flavors(w, resource=gpu_key)}
     outside = []
     for name in sorted(names):
         found = context.cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
@@ -117,12 +112,6 @@ def flavors_admitted_without_models(
         if found is not None and _flavor_labels(labels) not in holding:
             outside.append(name)
     return tuple(outside)
-
-
-def _pod_set_assignments(workload: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
-    admission = (workload.get("status") or {}).get("admission") or {}
-    assignments = admission.get("podSetAssignments") or ()
-    return [a for a in assignments if isinstance(a, Mapping)]
 
 
 def _flavor_labels(labels: Mapping[str, Any]) -> FlavorLabels:

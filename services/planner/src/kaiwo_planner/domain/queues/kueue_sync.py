@@ -51,6 +51,7 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.manifest_comparison import carries, contains
+from kaiwo_planner.domain.status.kueue_admission import assigned_flavors
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
 SYNCED_KINDS: Final = frozenset(
@@ -431,7 +432,7 @@ def _flavor_users(
         if any(_holds_quota(entry, flavor) for entry in usage):
             name = (queue.get("metadata") or {}).get("name")
             users.append(f"ClusterQueue {name} holds quota of it")
-    assigned = _workloads(cluster, lambda w: flavor in _assigned_flavors(w))
+    assigned = _workloads(cluster, lambda w: flavor in assigned_flavors(w))
     return tuple(users) + assigned
 
 
@@ -460,14 +461,6 @@ def _workloads(cluster: ClusterState, uses: Any) -> tuple[str, ...]:
 def _admission(workload: Mapping[str, Any]) -> Mapping[str, Any]:
     admission = (workload.get("status") or {}).get("admission")
     return admission if isinstance(admission, Mapping) else {}
-
-
-def _assigned_flavors(workload: Mapping[str, Any]) -> set[str]:
-    flavors: set[str] = set()
-    for assignment in _admission(workload).get("podSetAssignments") or ():
-        if isinstance(assignment, Mapping):
-            flavors.update(str(f) for f in (assignment.get("flavors") or {}).values())
-    return flavors
 
 
 def _finished(workload: Mapping[str, Any]) -> bool:

@@ -200,6 +200,18 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def assigned_flavors(workload: Mapping[str, Any], *, resource: str | None = None) -> set[str]:
+    """The flavors Kueue's admission of the Workload assigns, over its pod sets: to
+    ``resource`` only, when given (a GPU's flavor, not the CPU's of another resource group)."""
+    admission = _mapping(_mapping(workload.get("status")).get("admission"))
+    flavors: set[str] = set()
+    for assignment in admission.get("podSetAssignments") or ():
+        if isinstance(assignment, Mapping):
+            assigned = _mapping(assignment.get("flavors"))
+            flavors.update(str(f) for r, f in assigned.items() if resource in (None, r))
+    return flavors
+
+
 def kueue_admitted(status: Mapping[str, Any]) -> bool:
     """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
     preemption), the Workload stays Admitted until the child has stopped, but the child is
