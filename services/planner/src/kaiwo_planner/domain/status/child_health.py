@@ -429,12 +429,7 @@ def _stranded(observed: ObservedChildren, node_pools: Collection[str] | None) ->
         return None
     if kind != "AppWrapper" and _ran(kind, child):
         return None
-    live = [
-        pod
-        for pod in observed.pods
-        if _of_main_child(observed, pod)
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
-    ]
+    live = _live_pods_of_main_child(observed)
     pools = {gone_pool(pod, node_pools) for pod in live}
     if not live or None in pools:
         return None
@@ -447,12 +442,17 @@ def _stranded(observed: ObservedChildren, node_pools: Collection[str] | None) ->
 
 
 def _has_bound_pods(observed: ObservedChildren) -> bool:
-    return any(
-        (pod.get("spec") or {}).get("nodeName")
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    live = _live_pods_of_main_child(observed)
+    return any((pod.get("spec") or {}).get("nodeName") for pod in live)
+
+
+def _live_pods_of_main_child(observed: ObservedChildren) -> list[Mapping[str, Any]]:
+    return [
+        pod
         for pod in observed.pods
         if _of_main_child(observed, pod)
-    )
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
 
 
 _MADE_ANEW: Final = frozenset({"Job", "RayJob", "AppWrapper"})
