@@ -7,11 +7,15 @@ Before: a child made again by POST had its fields owned by ``kaiwo``'s ``Update`
 which the later applies under ``kaiwo`` never clear; and a RayJob's creation manager
 (``kaiwo-create``) held every field of its creation while the RayJob waited. Either way a
 variable removed from the spec stayed on the child.
+
+Also here, for its namespace's gateway: what a KaiwoService says of its HTTPRoute (decision
+0269), the test playing the Gateway controller the stack does not run.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import pytest
@@ -26,7 +30,15 @@ from tests.integration.pipeline.harness import (
     eventually,
     pipeline_on_kwok_nodes,
 )
-from tests.integration.test_real_stack import condition, flavor, kaiwo_job, queue, vllm_service
+from tests.integration.test_real_stack import (
+    condition,
+    events_of,
+    flavor,
+    has_events,
+    kaiwo_job,
+    queue,
+    vllm_service,
+)
 from tests.real_cluster import RealCluster
 
 pytestmark = [
@@ -43,6 +55,7 @@ STEP: Final = 90.0
 QUEUE: Final = "cf"
 KEPT: Final = {"name": "KEPT", "value": "1"}
 DROPPED: Final = {"name": "DROPPED", "value": "2"}
+ROUTE: Final = "RouteAccepted"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -205,3 +218,103 @@ async def test_a_variable_removed_from_a_ray_job_waiting_in_its_queue_leaves_it(
     assert condition(workload, "ChildSpecApplied")["status"] == "True"
     assert "ApplyRefused" not in [c["type"] for c in workload["status"]["conditions"]]
     await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+def gateway_answer(namespace: str, generation: int, *, accepted: bool) -> dict[str, Any]:
+    """What a Gateway controller writes on a route attached to ``gw`` (the test plays it: the
+    stack runs no Gateway controller)."""
+    moment = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    said = (
+        ("True", "Accepted", "")
+        if accepted
+        else ("False", "NotAllowedByListeners", "no listener of gw allows this route")
+    )
+    return {
+        "parents": [
+            {
+                "parentRef": {
+                    "group": "gateway.networking.k8s.io",
+                    "kind": "Gateway",
+                    "name": "gw",
+                    "namespace": namespace,
+                },
+                "controllerName": "example.com/gateway-controller",
+                "conditions": [
+                    {
+                        "type": "Accepted",
+                        "status": said[0],
+                        "reason": said[1],
+                        "message": said[2],
+                        "observedGeneration": generation,
+                        "lastTransitionTime": moment,
+                    },
+                    {
+                        "type": "ResolvedRefs",
+                        "status": "True",
+                        "reason": "ResolvedRefs",
+                        "message": "",
+                        "observedGeneration": generation,
+                        "lastTransitionTime": moment,
+                    },
+                ],
+            }
+        ]
+    }
+
+
+async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pipeline) -> None:
+    """``RouteAccepted`` follows the route's ``status.parents`` (decision 0269): Unknown while
+    no Gateway controller answered, False with the Gateway's reason and a Warning when it
+    refuses the route, True once it accepts it. Before, the service said nothing of its route
+    (READY behind a refused one)."""
+    ns, name = stack.namespace, "routed"
+    await stack.kube.create(vllm_service(name, ns, clusterQueue=QUEUE, replicas=1))
+
+    async def route_said(status: str, reason: str) -> dict[str, Any] | Pending:
+        owner = await stack.kube.get(resources.KAIWO_SERVICE, name, namespace=ns)
+        said = next(
+            (c for c in owner.get("status", {}).get("conditions") or () if c["type"] == ROUTE),
+            None,
+        )
+        if said is None or (said["status"], said["reason"]) != (status, reason):
+            return Pending(f"{ROUTE} {said}")
+        return said
+
+    route = await eventually(
+        lambda: stack.child(resources.HTTP_ROUTE, name), what="the HTTPRoute", within=STEP
+    )
+    await eventually(
+        lambda: route_said("Unknown", "GatewayNotAnswered"), what="not answered", within=STEP
+    )
+
+    generation = route["metadata"]["generation"]
+    await stack.kube.patch_status(
+        resources.HTTP_ROUTE,
+        name,
+        gateway_answer(ns, generation, accepted=False),
+        namespace=ns,
+        field_manager="gateway-controller",
+        method="merge",
+    )
+    refused = await eventually(
+        lambda: route_said("False", "NotAllowedByListeners"), what="refused", within=STEP
+    )
+    assert refused["message"] == (
+        f"The Gateway {ns}/gw does not accept the HTTPRoute {name}: no listener of gw allows "
+        "this route"
+    )
+    await has_events(stack, ns, name, "RouteNotAccepted", kind="KaiwoService")
+
+    await stack.kube.patch_status(
+        resources.HTTP_ROUTE,
+        name,
+        gateway_answer(ns, generation, accepted=True),
+        namespace=ns,
+        field_manager="gateway-controller",
+        method="merge",
+    )
+    await eventually(lambda: route_said("True", "Accepted"), what="accepted", within=STEP)
+    await stack.settled(within=STEP)
+    warned = [r for r, _ in await events_of(stack, ns, name, kind="KaiwoService")]
+    assert warned.count("RouteNotAccepted") == 1, warned
+    await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)

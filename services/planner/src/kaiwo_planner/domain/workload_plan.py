@@ -81,6 +81,7 @@ from kaiwo_planner.domain.children.kind_switch import (
     running_child_of_the_other_kind,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.partial_admission import partial_admission_min_pods
 from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
 from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
@@ -154,6 +155,12 @@ from kaiwo_planner.domain.status.gpu_idle import (
 )
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
+from kaiwo_planner.domain.status.route_acceptance import (
+    REASON_NO_GATEWAY,
+    ROUTE_ACCEPTED,
+    ROUTE_NOT_ACCEPTED_EVENT,
+    route_condition,
+)
 from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
     PVC_DELETING,
@@ -374,6 +381,7 @@ def plan_workload(
                 cluster.findings.get(uid), config.spec.resource_monitoring, namespace, previous
             ),
             *_gpu_idle_conditions(workload, previous, context=context, now=now),
+            *_route_conditions(children, previous, cluster, uid=uid, name=name),
         ),
         ended_conditions={GPU_IDLE: gpu_idle_once_ended(previous)},
         node_pools=node_pools,
@@ -390,6 +398,7 @@ def plan_workload(
         *_child_deleted_events(previous_phase, previous, observed, children),
         *_pvc_deleting_events(status, previous),
         *_volume_made_anew_events(status, previous),
+        *_route_events(status, previous),
     )
     waiting_since = waiting_since_of(
         workload, decision.phase, allocation, previous, context=context
@@ -545,6 +554,28 @@ def _child_conditions(children: ChildrenDecision | None) -> tuple[ConditionSpec,
         for c in children.conditions
         if c.type != DOWNLOAD_JOB_SUCCEEDED
     )
+
+
+def _route_conditions(
+    children: ChildrenDecision | None,
+    previous: Mapping[str, Any],
+    cluster: ClusterState,
+    *,
+    uid: str,
+    name: str,
+) -> tuple[ConditionSpec, ...]:
+    """``RouteAccepted`` of a KaiwoService whose namespace names a gateway, or that said it
+    once (decision 0269); nothing for a plan that makes no children."""
+    if children is None:
+        return ()
+    desired = next((c for c in children.desired if c.get("kind") == "HTTPRoute"), None)
+    observed = (
+        cluster.child_of(uid, kind="HTTPRoute", name=main_child_name(name))
+        if desired is not None
+        else None
+    )
+    condition = route_condition(desired, observed, previous)
+    return () if condition is None else (condition,)
 
 
 def _desired_and_prune(
@@ -783,6 +814,26 @@ def _volume_made_anew_events(
     if told is None:
         return ()
     return (EventIntent(type="Warning", reason=VOLUME_MADE_ANEW, message=str(told.get("message"))),)
+
+
+def _route_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning when ``RouteAccepted`` first says the Gateway refuses the route, or says why
+    in other words (decision 0269); not for a gateway taken out of the config."""
+    told = _newly_said(
+        status,
+        previous,
+        ROUTE_ACCEPTED,
+        lambda c: c.get("status") == "False" and c.get("reason") != REASON_NO_GATEWAY,
+    )
+    if told is None:
+        return ()
+    return (
+        EventIntent(
+            type="Warning", reason=ROUTE_NOT_ACCEPTED_EVENT, message=str(told.get("message"))
+        ),
+    )
 
 
 def _child_spec_events(

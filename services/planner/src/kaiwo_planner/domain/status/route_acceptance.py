@@ -1,0 +1,152 @@
+"""Whether the Gateway a KaiwoService's HTTPRoute is attached to routes to it (decision 0269).
+
+The operator makes the route (:mod:`kaiwo_planner.domain.children.http_route`); the Gateway's
+controller answers in the route's ``status.parents``: an entry per Gateway it serves, with the
+Gateway API's ``Accepted`` (the Gateway takes the route: its listeners allow the route's
+namespace and kind) and ``ResolvedRefs`` (the backend Service was found) conditions, each
+stamped with the route generation it judged. ``RouteAccepted`` carries that answer onto the
+workload, so that a service whose pods serve but whose route is refused does not look
+reachable: True once the Gateway accepted the route of today's generation and found its
+backend; False, with the Gateway's own reason and words, when it refused either; Unknown while
+no answer for today's generation is there (no controller serves the Gateway, or it has not
+seen the route yet). A namespace whose config no longer names a gateway turns an earlier
+condition False (``NoGateway``): conditions are never removed, and a stale True would say the
+service is still routed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kaiwo_planner.domain.children.http_route import GATEWAY_GROUP
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+
+ROUTE_ACCEPTED: Final = "RouteAccepted"
+REASON_ACCEPTED: Final = "Accepted"
+REASON_NOT_ACCEPTED: Final = "NotAccepted"
+REASON_REFS_NOT_RESOLVED: Final = "RefsNotResolved"
+REASON_GATEWAY_NOT_ANSWERED: Final = "GatewayNotAnswered"
+REASON_NO_GATEWAY: Final = "NoGateway"
+ROUTE_NOT_ACCEPTED_EVENT: Final = "RouteNotAccepted"
+
+_MESSAGE_LIMIT: Final = 512
+# A condition reason as the API server's metav1.Condition validation takes it.
+_REASON: Final = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def route_condition(
+    desired: Mapping[str, Any] | None,
+    observed: Mapping[str, Any] | None,
+    previous_status: Mapping[str, Any],
+) -> ConditionSpec | None:
+    """``RouteAccepted`` for a workload whose plan makes the HTTPRoute ``desired`` (None: it
+    makes none), given the route as observed (None: not made yet). None when there is no route
+    and the workload never said anything of one."""
+    if desired is None:
+        if condition_of(previous_status, ROUTE_ACCEPTED) is None:
+            return None
+        return ConditionSpec(
+            ROUTE_ACCEPTED,
+            "False",
+            REASON_NO_GATEWAY,
+            "The namespace's AIMNamespaceConfig names no gateway: no HTTPRoute exposes the service",
+        )
+    name = str(desired["metadata"]["name"])
+    parent = desired["spec"]["parentRefs"][0]
+    gateway = f"{parent['namespace']}/{parent['name']}"
+    if observed is None:
+        return ConditionSpec(
+            ROUTE_ACCEPTED,
+            "Unknown",
+            REASON_GATEWAY_NOT_ANSWERED,
+            f"The HTTPRoute {name} for the Gateway {gateway} is not made yet",
+        )
+    generation = int((observed.get("metadata") or {}).get("generation") or 0)
+    namespace = str((observed.get("metadata") or {}).get("namespace") or "")
+    answers = [
+        _conditions_by_type(answer)
+        for answer in (observed.get("status") or {}).get("parents") or ()
+        if isinstance(answer, Mapping) and _same_parent(answer.get("parentRef"), parent, namespace)
+    ]
+    return _verdict(answers, generation=generation, route=name, gateway=gateway)
+
+
+def _verdict(
+    answers: list[dict[str, Mapping[str, Any]]], *, generation: int, route: str, gateway: str
+) -> ConditionSpec:
+    current = [a for a in answers if _judged(a.get("Accepted"), generation)]
+    accepted = [a for a in current if a["Accepted"].get("status") == "True"]
+    routed = [a for a in accepted if _status(a.get("ResolvedRefs")) != "False"]
+    if routed:
+        return ConditionSpec(
+            ROUTE_ACCEPTED,
+            "True",
+            REASON_ACCEPTED,
+            f"The Gateway {gateway} accepted the HTTPRoute {route}",
+        )
+    refused = next((a["Accepted"] for a in current if a["Accepted"].get("status") == "False"), None)
+    if refused is not None:
+        return ConditionSpec(
+            ROUTE_ACCEPTED,
+            "False",
+            _reason(refused, REASON_NOT_ACCEPTED),
+            f"The Gateway {gateway} does not accept the HTTPRoute {route}{_told(refused)}",
+        )
+    if accepted:
+        unresolved = accepted[0]["ResolvedRefs"]
+        return ConditionSpec(
+            ROUTE_ACCEPTED,
+            "False",
+            _reason(unresolved, REASON_REFS_NOT_RESOLVED),
+            f"The Gateway {gateway} accepted the HTTPRoute {route} but cannot send to its "
+            f"backend{_told(unresolved)}",
+        )
+    return ConditionSpec(
+        ROUTE_ACCEPTED,
+        "Unknown",
+        REASON_GATEWAY_NOT_ANSWERED,
+        f"The Gateway {gateway} has not answered for generation {generation} of the HTTPRoute "
+        f"{route} yet: no controller serves that Gateway, or it has not seen the route",
+    )
+
+
+def _same_parent(ref: object, parent: Mapping[str, Any], route_namespace: str) -> bool:
+    """A ``parentRef`` of the route's status naming ``parent``, with the Gateway API's
+    defaults (the group, kind ``Gateway``, the route's own namespace)."""
+    if not isinstance(ref, Mapping):
+        return False
+    return bool(
+        (ref.get("group") or GATEWAY_GROUP) == parent["group"]
+        and (ref.get("kind") or "Gateway") == parent["kind"]
+        and ref.get("name") == parent["name"]
+        and (ref.get("namespace") or route_namespace) == parent["namespace"]
+    )
+
+
+def _conditions_by_type(answer: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in answer.get("conditions") or () if isinstance(c, Mapping)}
+
+
+def _judged(condition: Mapping[str, Any] | None, generation: int) -> bool:
+    """An answer about the route's generation of today (an answer without its generation is
+    taken as current: the field is optional in older Gateway API versions)."""
+    if condition is None:
+        return False
+    seen = condition.get("observedGeneration")
+    return not isinstance(seen, int) or seen >= generation
+
+
+def _status(condition: Mapping[str, Any] | None) -> str | None:
+    return None if condition is None else str(condition.get("status"))
+
+
+def _reason(condition: Mapping[str, Any], fallback: str) -> str:
+    reason = str(condition.get("reason") or "")
+    return reason if _REASON.match(reason) else fallback
+
+
+def _told(condition: Mapping[str, Any]) -> str:
+    message = " ".join(str(condition.get("message") or "").split())[:_MESSAGE_LIMIT]
+    return f": {message}" if message else ""
