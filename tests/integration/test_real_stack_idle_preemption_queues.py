@@ -12,7 +12,8 @@ The same holds for GPU workloads no Kaiwo kind owns (decision 0260): plain Jobs 
 their ``kueue.x-k8s.io/queue-name`` label in two LocalQueues of one namespace (``qc`` and
 ``qd``, no cohort). An idle opted-in plain Job of ``qd`` is kept for a plain Job waiting in the
 full ``qc`` (before the fix it matched any queue: it was deleted for the waiting Job, which
-Kueue still did not admit).
+Kueue still did not admit). And so it is for a Job waiting in a LocalQueue and ClusterQueue a
+platform team made, which the operator did not watch before decision 0270.
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -29,7 +30,7 @@ from typing import Any, Final
 
 import pytest
 import pytest_asyncio
-from kaiwo_kube import AlreadyExists, resources
+from kaiwo_kube import AlreadyExists, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
@@ -64,6 +65,7 @@ ON_PRESSURE: Final = {
     f"{OPT_IN}threshold": "50",
 }
 LONG_RUN: Final = 900.0
+USERS_CLUSTER_QUEUE: Final = "uq"
 QUIET_SECONDS: Final = 20.0
 """How long the idle job of the other queue is watched: the pending threshold (1 s), its
 grace period (2 s) and the monitor's polling (1 s) pass several times over."""
@@ -262,6 +264,98 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
         await asyncio.sleep(1.0)
     for name in ("holder-c", "idle-d", "waiter-c"):
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
+
+
+def users_queues(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ClusterQueue ``uq`` of 8 MI300X GPUs (no cohort, Kaiwo's flavor) and a LocalQueue
+    ``mine`` of ``namespace`` sending to it, both made by a platform team, not by Kaiwo."""
+    cluster_queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": USERS_CLUSTER_QUEUE},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["amd.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "mi300x",
+                            "resources": [{"name": "amd.com/gpu", "nominalQuota": 8}],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    local_queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {"name": "mine", "namespace": namespace},
+        "spec": {"clusterQueue": USERS_CLUSTER_QUEUE},
+    }
+    return cluster_queue, local_queue
+
+
+async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_made(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0270: the waiting Job is queued in a LocalQueue and ClusterQueue the operator
+    did not make. Before, the watcher saw neither: the waiting Job's queue was unknown, so it
+    matched any, and the idle Job of Kaiwo's ``qd`` was deleted for it, though Kueue gives
+    what it frees back to ``qd`` and the waiting Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with users_queues_made(pipeline, plain):
+        await pipeline.kube.create(plain_job("holder-u", plain, "mine"), field_manager="carol")
+        await pipeline.kube.create(
+            plain_job("idle-u", plain, "qd", **ON_PRESSURE), field_manager="dave"
+        )
+        idle_pod = await running_pod(pipeline, plain, "idle-u")
+        await running_pod(pipeline, plain, "holder-u")
+        exporter.series = readings(plain, idle_pod, 1.0)
+
+        async def idle() -> str | Pending:
+            phase = await record_phase(pipeline, plain, "idle-u")
+            return phase if phase == "Idle" else Pending(f"idle-u's record says {phase}")
+
+        await eventually(idle, what="idle-u judged idle", within=STEP)
+
+        # uq is full: Kueue does not admit the waiting Job for GPUs.
+        await pipeline.kube.create(
+            plain_job("waiter-u", plain, "mine", **ON_PRESSURE), field_manager="carol"
+        )
+
+        async def waits() -> str | Pending:
+            phase = await record_phase(pipeline, plain, "waiter-u")
+            return phase if phase == "PendingGpu" else Pending(f"waiter-u's record says {phase}")
+
+        await eventually(waits, what="waiter-u waiting for GPUs", within=STEP)
+
+        deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            job = await pipeline.kube.get(resources.JOB, "idle-u", namespace=plain)
+            assert "deletionTimestamp" not in job["metadata"]
+            assert await record_phase(pipeline, plain, "idle-u") == "Idle"
+            await asyncio.sleep(1.0)
+
+
+@contextlib.asynccontextmanager
+async def users_queues_made(pipeline: Pipeline, namespace: str) -> AsyncIterator[None]:
+    """The platform team's queues (:func:`users_queues`) while the block runs; then its Jobs,
+    and the queues, are deleted whatever happened (a ClusterQueue left behind would hold
+    Kaiwo's flavor, which the module's clean-up waits to see gone)."""
+    cluster_queue, local_queue = users_queues(namespace)
+    await pipeline.kube.create(cluster_queue, field_manager="platform")
+    await pipeline.kube.create(local_queue, field_manager="platform")
+    try:
+        yield
+    finally:
+        for name in ("holder-u", "idle-u", "waiter-u"):
+            with contextlib.suppress(NotFound):
+                await pipeline.kube.delete(resources.JOB, name, namespace=namespace)
+        await pipeline.kube.delete(resources.KUEUE_LOCAL_QUEUE, "mine", namespace=namespace)
+        await pipeline.kube.delete(resources.KUEUE_CLUSTER_QUEUE, USERS_CLUSTER_QUEUE)
 
 
 async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(

@@ -770,3 +770,47 @@ def test_a_child_of_a_deleted_kaiwojob_removed_replans_the_one_submitted_again(
     assert owners_to_replan(seen(other_name, "2", "DELETED"), projection) == ()
     other_kind = claim("train-x", owner_ref(KAIWO, "KaiwoService", "train", "ks-x"), "p3")
     assert owners_to_replan(seen(other_kind, "2", "DELETED"), projection) == ()
+
+
+def test_anyones_queue_that_appears_goes_or_changes_replans_the_gpu_workloads(
+    projection: Projection,
+) -> None:
+    """Where Kueue counts a GPU workload no Kaiwo kind owns follows its LocalQueue and that
+    queue's ClusterQueue, whoever made them (decision 0270): their coming, going and spec
+    re-plan the GpuWorkloads (of the LocalQueue's namespace); their status does not."""
+    records = {
+        ns: obj(KAIWO, "GpuWorkload", f"job-{ns}", f"rec-{ns}", namespace=ns)
+        for ns in ("team-a", "team-b")
+    }
+    for sequence, record in enumerate(records.values(), start=50):
+        projection.apply(observe(record, "1", "ADDED"), sequence=sequence)
+    ref = {
+        ns: ObjectRef(
+            api_version=KAIWO, kind="GpuWorkload", name=f"job-{ns}", namespace=ns, uid=f"rec-{ns}"
+        )
+        for ns in records
+    }
+    versions = iter(range(2, 100))
+
+    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
+        version = next(versions)
+        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
+        assert change is not None
+        return owners_to_replan(change, projection)
+
+    local = obj(
+        KUEUE, "LocalQueue", "research", "lq-r", namespace="team-a", spec={"clusterQueue": "a"}
+    )
+    assert replanned(local, "ADDED") == (ref["team-a"],)
+    local["status"] = {"pendingWorkloads": 1}
+    assert replanned(local) == ()
+    local["spec"] = {"clusterQueue": "b"}
+    assert replanned(local) == (ref["team-a"],)
+    assert replanned(local, "DELETED") == (ref["team-a"],)
+
+    theirs = obj(KUEUE, "ClusterQueue", "research", "cq-r", spec={"cohort": "lab"})
+    assert replanned(theirs, "ADDED") == (ref["team-a"], ref["team-b"], *EVERY_WORKLOAD)
+    theirs["status"] = {"admittedWorkloads": 3}
+    assert replanned(theirs) == ()
+    theirs["spec"] = {"cohort": "other"}
+    assert replanned(theirs) == (ref["team-a"], ref["team-b"], *EVERY_WORKLOAD)

@@ -70,7 +70,7 @@ def test_pods_and_ray_services_by_run_id_and_workloads_nodes_namespaces_priority
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 1 + 1 + 2 + 1 + 6 + 1
+    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 2 + 1 + 2 + 1 + 6 + 1
 
 
 def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():
@@ -102,8 +102,8 @@ def test_pods_waiting_for_gpus_come_unbound_and_not_the_operators():
     assert waiting.resource == resources.POD
     assert waiting.field_selector == "spec.nodeName=,status.phase=Pending"
     assert waiting.label_selector == "!kaiwo.silogen.ai/run-id,!kaiwo.silogen.ai/owner-uid"
-    others = [t for t in DEFAULT_WATCH_LIST if t is not waiting and t.stream != "default-queue"]
-    assert [t.field_selector for t in others] == [None] * (len(DEFAULT_WATCH_LIST) - 2)
+    others = [t for t in DEFAULT_WATCH_LIST if t is not waiting]
+    assert [t.field_selector for t in others] == [None] * (len(DEFAULT_WATCH_LIST) - 1)
 
 
 def test_label_keys_agree_with_the_planner():
@@ -148,11 +148,15 @@ def test_the_operators_namespace_is_the_service_accounts(tmp_path):
     assert own_namespace(found) == "operators"
 
 
-def test_local_queues_named_default_not_the_operators_come_in_a_stream_of_their_own():
-    """Kueue puts a job made without a queue label in its namespace's LocalQueue ``default``,
-    whoever made it; the planner holds back a RayJob on an existing Ray cluster beside one
-    (decision 0159), so those are watched besides the operator's own LocalQueues."""
-    [default] = [t for t in DEFAULT_WATCH_LIST if t.stream == "default-queue"]
-    assert default.resource == resources.KUEUE_LOCAL_QUEUE
-    assert default.label_selector == "app.kubernetes.io/managed-by!=kaiwo"
-    assert default.field_selector == "metadata.name=default"
+def test_everyone_elses_local_and_cluster_queues_come_in_a_stream_of_their_own():
+    """Kueue counts a GPU workload no Kaiwo kind owns in the ClusterQueue of the LocalQueue its
+    label names, and lends within that ClusterQueue's cohort: idle preemption reads both, for
+    queues anyone made (decision 0270). A LocalQueue named ``default`` is among them (Kueue
+    puts a job made without a queue label there, decision 0159). Not the old stream of those
+    named ``default`` only, whose checkpoint would miss the others."""
+    users = [t for t in DEFAULT_WATCH_LIST if t.stream == "users"]
+    assert [(t.resource, t.label_selector, t.field_selector) for t in users] == [
+        (resources.KUEUE_LOCAL_QUEUE, "app.kubernetes.io/managed-by!=kaiwo", None),
+        (resources.KUEUE_CLUSTER_QUEUE, "app.kubernetes.io/managed-by!=kaiwo", None),
+    ]
+    assert [t for t in DEFAULT_WATCH_LIST if t.stream == "default-queue"] == []

@@ -18,6 +18,11 @@
 * The system configuration of Models: ConfigMaps labelled
   ``kaiwo.silogen.ai/system-config=models`` in the operator's own namespace only (key
   ``configmaps#system-config``): configuration from any other namespace is never read.
+* Kueue LocalQueues and ClusterQueues the operator did not make (``…!=kaiwo``, key
+  ``<plural>#users``): Kueue counts a GPU workload no Kaiwo kind owns in the ClusterQueue of
+  the LocalQueue its label names, and lends freed quota only within that ClusterQueue's
+  cohort, so idle preemption reads both (decisions 0260, 0270); a LocalQueue named
+  ``default`` takes every job made in its namespace without a queue label (decision 0159).
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes, Namespaces,
   PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
   one a platform team made, decision 0045): every object.
@@ -78,8 +83,10 @@ OWNED_POD_SELECTOR = f"{MANAGED_BY_SELECTOR},{LABEL_OWNER_UID}"
 MODELS_CONFIG_SELECTOR = f"{LABEL_SYSTEM_CONFIG}=models"
 NOT_MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_KAIWO}"
 """Objects without the managed-by label or with another value: disjoint from the managed."""
-DEFAULT_LOCAL_QUEUE_FIELDS = "metadata.name=default"
-DEFAULT_LOCAL_QUEUE_STREAM = "default-queue"
+USERS_QUEUES_STREAM = "users"
+"""LocalQueues and ClusterQueues of others. Not the stream that once took only LocalQueues named
+``default`` (``default-queue``): a checkpoint of that one would resume where it stopped and
+miss every other queue (see ``RUN_ID_STREAM``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +212,10 @@ def default_watch_list(
             WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR)
             for r in MANAGED_KUEUE_RESOURCES
         ),
-        # Anyone's LocalQueue named default: Kueue puts every job made without a queue label
-        # in its namespace in it, which kills a RayJob on an existing Ray cluster, so the
-        # planner does not make one beside it (decision 0159). Kaiwo's own come above.
-        WatchTarget(
-            resource=resources.KUEUE_LOCAL_QUEUE,
-            label_selector=NOT_MANAGED_SELECTOR,
-            field_selector=DEFAULT_LOCAL_QUEUE_FIELDS,
-            stream=DEFAULT_LOCAL_QUEUE_STREAM,
+        # Everyone else's queues (module docstring); Kaiwo's own come above.
+        *(
+            WatchTarget(resource=r, label_selector=NOT_MANAGED_SELECTOR, stream=USERS_QUEUES_STREAM)
+            for r in (resources.KUEUE_LOCAL_QUEUE, resources.KUEUE_CLUSTER_QUEUE)
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
         WatchTarget(resource=resources.NODE),

@@ -11,15 +11,16 @@ so GPU idle preemption asks where both the victim and the waiting workload are c
 * **A GPU workload no Kaiwo kind owns** (decision 0047): Kueue queues it by its
   ``kueue.x-k8s.io/queue-name`` label (on the object, or on a Deployment's or StatefulSet's
   pod template, which Kueue's pod integration reads), naming a LocalQueue of its namespace;
-  that LocalQueue's ``spec.clusterQueue`` is its ClusterQueue. When the LocalQueue is not
-  observed (the watcher sees the operator's and those named ``default``), the ClusterQueue an
-  admitted Kueue Workload of the root names (``status.admission.clusterQueue``) serves.
+  that LocalQueue's ``spec.clusterQueue`` is its ClusterQueue. The watcher sees every
+  LocalQueue and ClusterQueue, anyone's (decision 0270); while a LocalQueue is not observed
+  yet, the ClusterQueue an admitted Kueue Workload of the root names
+  (``status.admission.clusterQueue``) serves.
   Without the label Kueue does not queue it: unknown, matched with anyone by vendor, as
   upstream matches every GpuWorkload (§11.4), and its GPUs are the scheduler's to give.
 
-A ClusterQueue the planner does not observe (not one of the KaiwoQueueConfig's) has a cohort
-it cannot read: a workload no Kaiwo kind owns counted there is unknown too, rather than held
-to a cohort of its own that may not be so.
+A ClusterQueue the planner does not observe (not made yet, or gone) has a cohort it cannot
+read: a workload no Kaiwo kind owns counted there is unknown too, rather than held to a cohort
+of its own that may not be so.
 """
 
 from __future__ import annotations
