@@ -13,7 +13,9 @@ their ``kueue.x-k8s.io/queue-name`` label in two LocalQueues of one namespace (`
 ``qd``, no cohort). An idle opted-in plain Job of ``qd`` is kept for a plain Job waiting in the
 full ``qc`` (before the fix it matched any queue: it was deleted for the waiting Job, which
 Kueue still did not admit). And so it is for a Job waiting in a LocalQueue and ClusterQueue a
-platform team made, which the operator did not watch before decision 0270.
+platform team made, which the operator did not watch before decision 0270. Two ClusterQueues
+of two cohorts under one Cohort do share (decision 0271): an idle Job of one goes for a Job
+waiting in the other, which Kueue then admits on what it freed.
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -65,7 +67,7 @@ ON_PRESSURE: Final = {
     f"{OPT_IN}threshold": "50",
 }
 LONG_RUN: Final = 900.0
-USERS_CLUSTER_QUEUE: Final = "uq"
+KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 QUIET_SECONDS: Final = 20.0
 """How long the idle job of the other queue is watched: the pending threshold (1 s), its
 grace period (2 s) and the monitor's polling (1 s) pass several times over."""
@@ -266,35 +268,71 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
 
-def users_queues(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A ClusterQueue ``uq`` of 8 MI300X GPUs (no cohort, Kaiwo's flavor) and a LocalQueue
-    ``mine`` of ``namespace`` sending to it, both made by a platform team, not by Kaiwo."""
-    cluster_queue = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+def platform_cluster_queue(name: str, cohort: str | None = None) -> dict[str, Any]:
+    """A ClusterQueue a platform team made (not Kaiwo): 8 MI300X GPUs of Kaiwo's flavor, for
+    every namespace, in ``cohort`` if given."""
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["amd.com/gpu"],
+                "flavors": [
+                    {"name": "mi300x", "resources": [{"name": "amd.com/gpu", "nominalQuota": 8}]}
+                ],
+            }
+        ],
+    }
+    if cohort is not None:
+        spec["cohort"] = cohort
+    return {
+        "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
-        "metadata": {"name": USERS_CLUSTER_QUEUE},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["amd.com/gpu"],
-                    "flavors": [
-                        {
-                            "name": "mi300x",
-                            "resources": [{"name": "amd.com/gpu", "nominalQuota": 8}],
-                        }
-                    ],
-                }
-            ],
-        },
+        "metadata": {"name": name},
+        "spec": spec,
     }
-    local_queue = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+
+
+def platform_local_queue(name: str, namespace: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
-        "metadata": {"name": "mine", "namespace": namespace},
-        "spec": {"clusterQueue": USERS_CLUSTER_QUEUE},
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
     }
-    return cluster_queue, local_queue
+
+
+def platform_cohort(name: str, parent: str | None = None) -> dict[str, Any]:
+    spec = {"parentName": parent} if parent else {}
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+KINDS: Final = {
+    "ClusterQueue": resources.KUEUE_CLUSTER_QUEUE,
+    "LocalQueue": resources.KUEUE_LOCAL_QUEUE,
+    "Cohort": resources.KUEUE_COHORT,
+}
+
+
+@contextlib.asynccontextmanager
+async def platform_queues_made(
+    pipeline: Pipeline, namespace: str, *objects: dict[str, Any], jobs: tuple[str, ...]
+) -> AsyncIterator[None]:
+    """The platform team's Kueue ``objects`` while the block runs; then the ``jobs`` of
+    ``namespace`` and the objects are deleted whatever happened (a ClusterQueue left behind
+    would hold Kaiwo's flavor, which the module's clean-up waits to see gone)."""
+    for found in objects:
+        await pipeline.kube.create(found, field_manager="platform")
+    try:
+        yield
+    finally:
+        for name in jobs:
+            with contextlib.suppress(NotFound):
+                await pipeline.kube.delete(resources.JOB, name, namespace=namespace)
+        for found in reversed(objects):
+            meta = found["metadata"]
+            await pipeline.kube.delete(
+                KINDS[found["kind"]], meta["name"], namespace=meta.get("namespace")
+            )
 
 
 async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_made(
@@ -306,7 +344,13 @@ async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_
     what it frees back to ``qd`` and the waiting Job kept waiting."""
     pipeline, exporter = stack
     plain = plain_namespace(pipeline)
-    async with users_queues_made(pipeline, plain):
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cluster_queue("uq"),
+        platform_local_queue("mine", plain, "uq"),
+        jobs=("holder-u", "idle-u", "waiter-u"),
+    ):
         await pipeline.kube.create(plain_job("holder-u", plain, "mine"), field_manager="carol")
         await pipeline.kube.create(
             plain_job("idle-u", plain, "qd", **ON_PRESSURE), field_manager="dave"
@@ -340,22 +384,55 @@ async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_
             await asyncio.sleep(1.0)
 
 
-@contextlib.asynccontextmanager
-async def users_queues_made(pipeline: Pipeline, namespace: str) -> AsyncIterator[None]:
-    """The platform team's queues (:func:`users_queues`) while the block runs; then its Jobs,
-    and the queues, are deleted whatever happened (a ClusterQueue left behind would hold
-    Kaiwo's flavor, which the module's clean-up waits to see gone)."""
-    cluster_queue, local_queue = users_queues(namespace)
-    await pipeline.kube.create(cluster_queue, field_manager="platform")
-    await pipeline.kube.create(local_queue, field_manager="platform")
-    try:
-        yield
-    finally:
-        for name in ("holder-u", "idle-u", "waiter-u"):
-            with contextlib.suppress(NotFound):
-                await pipeline.kube.delete(resources.JOB, name, namespace=namespace)
-        await pipeline.kube.delete(resources.KUEUE_LOCAL_QUEUE, "mine", namespace=namespace)
-        await pipeline.kube.delete(resources.KUEUE_CLUSTER_QUEUE, USERS_CLUSTER_QUEUE)
+async def test_an_idle_job_goes_for_a_job_waiting_in_another_cohort_of_its_tree(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0271: ClusterQueues ``ux`` (cohort ``research``) and ``uy`` (cohort ``prod``),
+    both cohorts children of the Cohort ``org``: Kueue lends ``ux``'s unused quota to ``uy``
+    across the tree. An idle opted-in Job of ``ux`` goes for a Job waiting in the full ``uy``,
+    which then runs on what it freed. Before, two cohort names never shared: the idle Job was
+    kept, and the waiting Job waited for ever."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cohort("org"),
+        platform_cohort("research", "org"),
+        platform_cohort("prod", "org"),
+        platform_cluster_queue("ux", "research"),
+        platform_cluster_queue("uy", "prod"),
+        platform_local_queue("lx", plain, "ux"),
+        platform_local_queue("ly", plain, "uy"),
+        jobs=("holder-y", "idle-x", "waiter-y"),
+    ):
+        await pipeline.kube.create(plain_job("holder-y", plain, "ly"), field_manager="carol")
+        await pipeline.kube.create(
+            plain_job("idle-x", plain, "lx", **ON_PRESSURE), field_manager="dave"
+        )
+        idle_pod = await running_pod(pipeline, plain, "idle-x")
+        await running_pod(pipeline, plain, "holder-y")
+        exporter.series = readings(plain, idle_pod, 1.0)
+
+        async def idle() -> str | Pending:
+            phase = await record_phase(pipeline, plain, "idle-x")
+            return phase if phase == "Idle" else Pending(f"idle-x's record says {phase}")
+
+        await eventually(idle, what="idle-x judged idle", within=STEP)
+        # uy is full, and ux lends nothing while idle-x holds it.
+        await pipeline.kube.create(
+            plain_job("waiter-y", plain, "ly", **ON_PRESSURE), field_manager="carol"
+        )
+
+        async def gone() -> bool | Pending:
+            try:
+                job = await pipeline.kube.get(resources.JOB, "idle-x", namespace=plain)
+            except NotFound:
+                return True
+            return True if job["metadata"].get("deletionTimestamp") else Pending("idle-x runs")
+
+        await eventually(gone, what="idle-x preempted for waiter-y", within=STEP)
+        await running_pod(pipeline, plain, "waiter-y")
 
 
 async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(

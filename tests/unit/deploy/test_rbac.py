@@ -235,7 +235,7 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
             for verb in ("list", "watch")
         ),
     }
-    assert len(custom) == 18  # GpuWorkloads and RayClusters among them (decision 0047)
+    assert len(custom) == 19  # GpuWorkloads, RayClusters (0047) and Kueue Cohorts (0271)
     assert writes("watcher") == {}
 
 

@@ -814,3 +814,30 @@ def test_anyones_queue_that_appears_goes_or_changes_replans_the_gpu_workloads(
     assert replanned(theirs) == ()
     theirs["spec"] = {"cohort": "other"}
     assert replanned(theirs) == (ref["team-a"], ref["team-b"], *EVERY_WORKLOAD)
+
+
+def test_a_cohort_that_appears_goes_or_changes_replans_every_workload_and_gpu_workload(
+    projection: Projection,
+) -> None:
+    """Quota is lent across a Kueue cohort tree (decision 0271): a Cohort's parent moves which
+    workloads share, for Kaiwo's and for the others' (their GpuWorkloads)."""
+    record = obj(KAIWO, "GpuWorkload", "job-plain", "rec-plain", namespace="team-a")
+    projection.apply(observe(record, "1", "ADDED"), sequence=50)
+    record_ref = ObjectRef(
+        api_version=KAIWO, kind="GpuWorkload", name="job-plain", namespace="team-a", uid="rec-plain"
+    )
+    versions = iter(range(2, 100))
+
+    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
+        version = next(versions)
+        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
+        assert change is not None
+        return owners_to_replan(change, projection)
+
+    research = obj(KUEUE, "Cohort", "research", "co-r", spec={"parentName": "org"})
+    assert replanned(research, "ADDED") == (record_ref, *EVERY_WORKLOAD)
+    research["status"] = {"fairSharing": {"weightedShare": 0}}
+    assert replanned(research) == ()
+    research["spec"] = {}
+    assert replanned(research) == (record_ref, *EVERY_WORKLOAD)
+    assert replanned(research, "DELETED") == (record_ref, *EVERY_WORKLOAD)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from kaiwo_planner.domain.scheduling.quota_scope import queue_name_of
+from kaiwo_planner.domain.scheduling.quota_scope import cohort_root, queue_name_of
 
 from tests.unit.planner.test_gpu_workloads import (
     KAIWO,
@@ -118,6 +118,43 @@ def test_cluster_queues_of_one_cohort_share() -> None:
     assert preempted_for(idle_job("qb"), *waiting_job("qa"), *shared) == "waits"
     apart = (*shared[:2], cluster_queue("qa", "research"), cluster_queue("qb", "prod"))
     assert preempted_for(idle_job("qb"), *waiting_job("qa"), *apart) is None
+
+
+def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
+    spec = {"parentName": parent} if parent else {}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+def test_cluster_queues_of_one_cohort_tree_share() -> None:
+    """Decision 0271: Kueue lends unused quota across a cohort tree (a Cohort's
+    ``parentName``), so cohorts ``research`` and ``prod`` under one root share."""
+    queues = (
+        local_queue("qa", "qa"),
+        local_queue("qb", "qb"),
+        cluster_queue("qa", "research"),
+        cluster_queue("qb", "prod"),
+    )
+    one_tree = (cohort("research", "org"), cohort("prod", "org"), cohort("org"))
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *queues, *one_tree) == "waits"
+    deeper = (cohort("research", "org"), cohort("prod", "dept"), cohort("dept", "org"))
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *queues, *deeper) == "waits"
+    two_trees = (cohort("research", "org"), cohort("prod", "lab"))
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *queues, *two_trees) is None
+    # No Cohort objects: each cohort is its own root, as before.
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *queues) is None
+
+
+def test_a_cohort_is_its_trees_root_and_a_cycle_has_one_name() -> None:
+    parents = {"research": "org", "prod": "dept", "dept": "org", "a": "b", "b": "c", "c": "a"}
+    assert [cohort_root(name, parents) for name in ("research", "prod", "org", "solo", "")] == [
+        "org",
+        "org",
+        "org",
+        "solo",
+        "",
+    ]
+    # Kueue deactivates the queues of a cycle; here its members, and what leads into it, share.
+    assert {cohort_root(name, {**parents, "d": "a"}) for name in ("a", "b", "c", "d")} == {"a"}
 
 
 def test_the_label_names_a_local_queue_whose_cluster_queue_counts() -> None:

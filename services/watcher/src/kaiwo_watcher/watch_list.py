@@ -23,7 +23,8 @@
   the LocalQueue its label names, and lends freed quota only within that ClusterQueue's
   cohort, so idle preemption reads both (decisions 0260, 0270); a LocalQueue named
   ``default`` takes every job made in its namespace without a queue label (decision 0159).
-* Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes, Namespaces,
+* Kueue Workloads (Kueue creates them, so they carry none of our labels), Kueue Cohorts (the
+  tree their ``parentName`` makes: quota is lent across it, decision 0271), Nodes, Namespaces,
   PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
   one a platform team made, decision 0045): every object.
 * The roots of GPU workloads no Kaiwo kind owns (decision 0047), a second stream of each kind
@@ -218,6 +219,7 @@ def default_watch_list(
             for r in (resources.KUEUE_LOCAL_QUEUE, resources.KUEUE_CLUSTER_QUEUE)
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
+        WatchTarget(resource=resources.KUEUE_COHORT),
         WatchTarget(resource=resources.NODE),
         WatchTarget(resource=resources.NAMESPACE),
         WatchTarget(resource=resources.PRIORITY_CLASS),

@@ -39,7 +39,8 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
   namespace (a RayJob sent to an existing Ray cluster is not made beside one, decision 0159);
 * a Kueue ClusterQueue or LocalQueue, anyone's, that appears, goes or changes its spec: also
   the GpuWorkloads (of the LocalQueue's namespace): where Kueue counts a workload no Kaiwo
-  kind owns follows them (decision 0270);
+  kind owns follows them (decision 0270); a Kueue Cohort likewise: the GpuWorkloads and every
+  workload (quota is lent across the cohort tree, decision 0271);
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
   system configuration, AIMNamespaceConfigs and cache volumes concern Models too
   (:mod:`kaiwo_planner.domain.models.replanning`);
@@ -173,7 +174,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_successors_of_a_previous_runs_child(change, projection),
             *_workloads_beside_a_default_queue(change, projection),
             *_workloads_of_a_queues_flavors(change, projection),
-            *_gpu_workloads_of_a_queue(change, projection),
+            *_owners_of_a_quota_scope(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -229,21 +230,26 @@ def _workloads_of_a_queues_flavors(change: Change, projection: Projection) -> li
     return all_workloads(projection)
 
 
-QUEUE_KINDS: Final = frozenset({"ClusterQueue", "LocalQueue"})
+QUOTA_SCOPE_KINDS: Final = frozenset({"ClusterQueue", "LocalQueue", "Cohort"})
 
 
-def _gpu_workloads_of_a_queue(change: Change, projection: Projection) -> list[ObjectRef]:
-    """The GpuWorkloads (of a LocalQueue's namespace), when a ClusterQueue or LocalQueue
-    appeared, went, or changed its spec: a GPU workload no Kaiwo kind owns is counted in the
-    ClusterQueue its LocalQueue names, lent to within its cohort (decisions 0260, 0270)."""
+def _owners_of_a_quota_scope(change: Change, projection: Projection) -> list[ObjectRef]:
+    """The GpuWorkloads (of a LocalQueue's namespace), when a ClusterQueue, LocalQueue or
+    Cohort appeared, went, or changed its spec: a GPU workload no Kaiwo kind owns is counted in
+    the ClusterQueue its LocalQueue names, lent to across its cohort tree (decisions 0260,
+    0270, 0271). For a Cohort every workload too (a ClusterQueue's spec re-plans them already,
+    decision 0264): a waiting one's victims follow the tree."""
     # The kind first: every change of a child passes here.
-    if change.kind not in QUEUE_KINDS or change.group != KUEUE_GROUP:
+    if change.kind not in QUOTA_SCOPE_KINDS or change.group != KUEUE_GROUP:
         return []
     previous = change.previous
     spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
     if spec_kept and not change.deleted:
         return []
-    return all_gpu_workloads(projection, namespace=change.ref.namespace)
+    owners = all_gpu_workloads(projection, namespace=change.ref.namespace)
+    if change.kind == "Cohort":
+        owners += all_workloads(projection)
+    return owners
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:

@@ -41,16 +41,45 @@ QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 
 def cohorts_of(cluster: ClusterState) -> dict[str, str]:
-    """The cohort of each observed ClusterQueue by name ("" for none): ``spec.cohort`` as the
-    watcher reads ClusterQueues (v1beta1), ``spec.cohortName`` as v1beta2 calls it."""
+    """The cohort tree of each observed ClusterQueue by name ("" for none), named by its root.
+
+    A ClusterQueue's cohort is ``spec.cohort`` as the watcher reads ClusterQueues (v1beta1),
+    ``spec.cohortName`` as v1beta2 calls it. Kueue lends unused quota across a whole cohort
+    tree (a Cohort object's ``spec.parentName``), so two queues whose cohorts have one root
+    share (decision 0271); a cohort no Cohort object names a parent for is its own root."""
+    parents = cohort_parents(cluster)
     found: dict[str, str] = {}
     for queue in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
         spec = queue.get("spec")
         name = (queue.get("metadata") or {}).get("name")
         if isinstance(spec, Mapping) and isinstance(name, str):
             cohort = spec.get("cohort") or spec.get("cohortName") or ""
-            found[name] = cohort if isinstance(cohort, str) else ""
+            found[name] = cohort_root(cohort, parents) if isinstance(cohort, str) else ""
     return found
+
+
+def cohort_parents(cluster: ClusterState) -> dict[str, str]:
+    """Each observed Cohort's ``spec.parentName`` by its name (only those that name one)."""
+    parents: dict[str, str] = {}
+    for cohort in cluster.objects_of_kind(group=KUEUE_GROUP, kind="Cohort"):
+        name = _text(_mapping(cohort.get("metadata")).get("name"))
+        parent = _text(_mapping(cohort.get("spec")).get("parentName"))
+        if name and parent:
+            parents[name] = parent
+    return parents
+
+
+def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:
+    """The root of ``cohort``'s tree. Kueue refuses a cycle of parents (it deactivates the
+    queues in it); one met here stops at the cohort first seen twice, the same for every
+    member, so the cycle's queues still share with each other."""
+    seen: list[str] = []
+    while cohort and cohort not in seen:
+        seen.append(cohort)
+        cohort = parents.get(cohort, "")
+    if cohort:  # a cycle: one name for all of it
+        return min(seen[seen.index(cohort) :])
+    return seen[-1] if seen else ""
 
 
 def kaiwo_quota_scope(

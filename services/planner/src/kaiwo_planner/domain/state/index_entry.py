@@ -42,6 +42,8 @@ LISTED_KINDS: Final = frozenset(
         (KUEUE_GROUP, "ClusterQueue"),
         (KUEUE_GROUP, "LocalQueue"),
         (KUEUE_GROUP, "Workload"),
+        # The cohort tree, which idle preemption's quota scope follows (decision 0271).
+        (KUEUE_GROUP, "Cohort"),
     }
 )
 """(API group, kind) pairs :meth:`ObjectIndex.of_kind` answers for."""
