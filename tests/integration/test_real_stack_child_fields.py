@@ -262,6 +262,17 @@ def gateway_answer(namespace: str, generation: int, *, accepted: bool) -> dict[s
     }
 
 
+async def gateway_answers(stack: Pipeline, route: str, generation: int, *, accepted: bool) -> None:
+    await stack.kube.patch_status(
+        resources.HTTP_ROUTE,
+        route,
+        gateway_answer(stack.namespace, generation, accepted=accepted),
+        namespace=stack.namespace,
+        field_manager="gateway-controller",
+        method="merge",
+    )
+
+
 async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pipeline) -> None:
     """``RouteAccepted`` follows the route's ``status.parents`` (decision 0269): Unknown while
     no Gateway controller answered, False with the Gateway's reason and a Warning when it
@@ -288,14 +299,7 @@ async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pi
     )
 
     generation = route["metadata"]["generation"]
-    await stack.kube.patch_status(
-        resources.HTTP_ROUTE,
-        name,
-        gateway_answer(ns, generation, accepted=False),
-        namespace=ns,
-        field_manager="gateway-controller",
-        method="merge",
-    )
+    await gateway_answers(stack, name, generation, accepted=False)
     refused = await eventually(
         lambda: route_said("False", "NotAllowedByListeners"), what="refused", within=STEP
     )
@@ -305,14 +309,7 @@ async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pi
     )
     await has_events(stack, ns, name, "RouteNotAccepted", kind="KaiwoService")
 
-    await stack.kube.patch_status(
-        resources.HTTP_ROUTE,
-        name,
-        gateway_answer(ns, generation, accepted=True),
-        namespace=ns,
-        field_manager="gateway-controller",
-        method="merge",
-    )
+    await gateway_answers(stack, name, generation, accepted=True)
     await eventually(lambda: route_said("True", "Accepted"), what="accepted", within=STEP)
     await stack.settled(within=STEP)
     warned = [r for r, _ in await events_of(stack, ns, name, kind="KaiwoService")]

@@ -227,43 +227,69 @@ async def record_phase(pipeline: Pipeline, namespace: str, name: str) -> str | N
     return None
 
 
+async def idle_beside_a_full_queue(
+    pipeline: Pipeline,
+    exporter: GpuExporter,
+    namespace: str,
+    *,
+    holder: tuple[str, str],
+    idle: tuple[str, str],
+) -> None:
+    """Plain Jobs (name, LocalQueue): ``holder`` fills its queue, ``idle`` (opted in) runs
+    idle until its GpuWorkload says ``Idle``."""
+    holder_name, holder_queue = holder
+    await pipeline.kube.create(
+        plain_job(holder_name, namespace, holder_queue), field_manager="carol"
+    )
+    name, queue_name = idle
+    await pipeline.kube.create(
+        plain_job(name, namespace, queue_name, **ON_PRESSURE), field_manager="dave"
+    )
+    idle_pod = await running_pod(pipeline, namespace, name)
+    await running_pod(pipeline, namespace, holder_name)
+    exporter.series = readings(namespace, idle_pod, 1.0)
+    await record_says(pipeline, namespace, name, "Idle")
+
+
+async def waiting_for_gpus(pipeline: Pipeline, namespace: str, name: str, queue_name: str) -> None:
+    """A plain Job (opted in) in a full queue: Kueue does not admit it for GPUs, and its
+    GpuWorkload says ``PendingGpu``."""
+    await pipeline.kube.create(
+        plain_job(name, namespace, queue_name, **ON_PRESSURE), field_manager="carol"
+    )
+    await record_says(pipeline, namespace, name, "PendingGpu")
+
+
+async def record_says(pipeline: Pipeline, namespace: str, name: str, phase: str) -> None:
+    async def check() -> str | Pending:
+        found = await record_phase(pipeline, namespace, name)
+        return found if found == phase else Pending(f"{name}'s record says {found}")
+
+    await eventually(check, what=f"{name}'s record saying {phase}", within=STEP)
+
+
+async def kept_idle(pipeline: Pipeline, namespace: str, name: str) -> None:
+    """The idle Job is not preempted while the pending threshold, grace period and polling
+    pass several times over."""
+    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
+        job = await pipeline.kube.get(resources.JOB, name, namespace=namespace)
+        assert "deletionTimestamp" not in job["metadata"]
+        assert await record_phase(pipeline, namespace, name) == "Idle"
+        await asyncio.sleep(1.0)
+
+
 async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
     stack: tuple[Pipeline, GpuExporter],
 ) -> None:
     pipeline, exporter = stack
     plain = plain_namespace(pipeline)
-    await pipeline.kube.create(plain_job("holder-c", plain, "qc"), field_manager="carol")
-    await pipeline.kube.create(
-        plain_job("idle-d", plain, "qd", **ON_PRESSURE), field_manager="dave"
+    await idle_beside_a_full_queue(
+        pipeline, exporter, plain, holder=("holder-c", "qc"), idle=("idle-d", "qd")
     )
-    idle_pod = await running_pod(pipeline, plain, "idle-d")
-    await running_pod(pipeline, plain, "holder-c")
-    exporter.series = readings(plain, idle_pod, 1.0)
-
-    async def idle() -> str | Pending:
-        phase = await record_phase(pipeline, plain, "idle-d")
-        return phase if phase == "Idle" else Pending(f"idle-d's record says {phase}")
-
-    await eventually(idle, what="idle-d judged idle", within=STEP)
-
-    # qc is full: Kueue does not admit the waiting Job for GPUs.
-    await pipeline.kube.create(
-        plain_job("waiter-c", plain, "qc", **ON_PRESSURE), field_manager="carol"
-    )
-
-    async def waits() -> str | Pending:
-        phase = await record_phase(pipeline, plain, "waiter-c")
-        return phase if phase == "PendingGpu" else Pending(f"waiter-c's record says {phase}")
-
-    await eventually(waits, what="waiter-c waiting for GPUs", within=STEP)
-
+    await waiting_for_gpus(pipeline, plain, "waiter-c", "qc")
     # What idle-d frees goes back to qd: it is kept, and the waiting Job waits.
-    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
-    while asyncio.get_running_loop().time() < deadline:
-        job = await pipeline.kube.get(resources.JOB, "idle-d", namespace=plain)
-        assert "deletionTimestamp" not in job["metadata"]
-        assert await record_phase(pipeline, plain, "idle-d") == "Idle"
-        await asyncio.sleep(1.0)
+    await kept_idle(pipeline, plain, "idle-d")
     for name in ("holder-c", "idle-d", "waiter-c"):
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
@@ -351,37 +377,11 @@ async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_
         platform_local_queue("mine", plain, "uq"),
         jobs=("holder-u", "idle-u", "waiter-u"),
     ):
-        await pipeline.kube.create(plain_job("holder-u", plain, "mine"), field_manager="carol")
-        await pipeline.kube.create(
-            plain_job("idle-u", plain, "qd", **ON_PRESSURE), field_manager="dave"
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("holder-u", "mine"), idle=("idle-u", "qd")
         )
-        idle_pod = await running_pod(pipeline, plain, "idle-u")
-        await running_pod(pipeline, plain, "holder-u")
-        exporter.series = readings(plain, idle_pod, 1.0)
-
-        async def idle() -> str | Pending:
-            phase = await record_phase(pipeline, plain, "idle-u")
-            return phase if phase == "Idle" else Pending(f"idle-u's record says {phase}")
-
-        await eventually(idle, what="idle-u judged idle", within=STEP)
-
-        # uq is full: Kueue does not admit the waiting Job for GPUs.
-        await pipeline.kube.create(
-            plain_job("waiter-u", plain, "mine", **ON_PRESSURE), field_manager="carol"
-        )
-
-        async def waits() -> str | Pending:
-            phase = await record_phase(pipeline, plain, "waiter-u")
-            return phase if phase == "PendingGpu" else Pending(f"waiter-u's record says {phase}")
-
-        await eventually(waits, what="waiter-u waiting for GPUs", within=STEP)
-
-        deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
-        while asyncio.get_running_loop().time() < deadline:
-            job = await pipeline.kube.get(resources.JOB, "idle-u", namespace=plain)
-            assert "deletionTimestamp" not in job["metadata"]
-            assert await record_phase(pipeline, plain, "idle-u") == "Idle"
-            await asyncio.sleep(1.0)
+        await waiting_for_gpus(pipeline, plain, "waiter-u", "mine")
+        await kept_idle(pipeline, plain, "idle-u")
 
 
 async def test_an_idle_job_goes_for_a_job_waiting_in_another_cohort_of_its_tree(
@@ -406,23 +406,11 @@ async def test_an_idle_job_goes_for_a_job_waiting_in_another_cohort_of_its_tree(
         platform_local_queue("ly", plain, "uy"),
         jobs=("holder-y", "idle-x", "waiter-y"),
     ):
-        await pipeline.kube.create(plain_job("holder-y", plain, "ly"), field_manager="carol")
-        await pipeline.kube.create(
-            plain_job("idle-x", plain, "lx", **ON_PRESSURE), field_manager="dave"
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("holder-y", "ly"), idle=("idle-x", "lx")
         )
-        idle_pod = await running_pod(pipeline, plain, "idle-x")
-        await running_pod(pipeline, plain, "holder-y")
-        exporter.series = readings(plain, idle_pod, 1.0)
-
-        async def idle() -> str | Pending:
-            phase = await record_phase(pipeline, plain, "idle-x")
-            return phase if phase == "Idle" else Pending(f"idle-x's record says {phase}")
-
-        await eventually(idle, what="idle-x judged idle", within=STEP)
         # uy is full, and ux lends nothing while idle-x holds it.
-        await pipeline.kube.create(
-            plain_job("waiter-y", plain, "ly", **ON_PRESSURE), field_manager="carol"
-        )
+        await waiting_for_gpus(pipeline, plain, "waiter-y", "ly")
 
         async def gone() -> bool | Pending:
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -184,6 +185,25 @@ def change_of(
     change = projection.apply(observe(item, "2", event), sequence=100)
     assert change is not None
     return change
+
+
+Replanned = Callable[..., tuple[ObjectRef, ...]]
+
+
+def replanning(projection: Projection) -> Replanned:
+    """``replanned(item, event="MODIFIED")``: the owners a change of ``item`` re-plans, each
+    change observed at a new resource version."""
+    versions = iter(range(2, 100))
+
+    def replanned(
+        item: dict[str, Any], event: WatchEventType = "MODIFIED"
+    ) -> tuple[ObjectRef, ...]:
+        version = next(versions)
+        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
+        assert change is not None
+        return owners_to_replan(change, projection)
+
+    return replanned
 
 
 def named(kind: str, name: str) -> dict[str, Any]:
@@ -507,13 +527,7 @@ def test_a_managed_kueue_object_replans_the_queue_config(projection: Projection)
 def test_a_queues_flavors_changing_replans_every_workload(projection: Projection) -> None:
     """The flavors that hold a workload's gpuModels follow the ClusterQueue's spec and the
     ResourceFlavors (decision 0264); their status, moving at every admission, does not."""
-    versions = iter(range(2, 100))
-
-    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
-        version = next(versions)
-        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
-        assert change is not None
-        return owners_to_replan(change, projection)
+    replanned = replanning(projection)
 
     queue = named("ClusterQueue", "gpus")
     queue["spec"] = {"resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": []}]}
@@ -790,13 +804,7 @@ def test_anyones_queue_that_appears_goes_or_changes_replans_the_gpu_workloads(
         )
         for ns in records
     }
-    versions = iter(range(2, 100))
-
-    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
-        version = next(versions)
-        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
-        assert change is not None
-        return owners_to_replan(change, projection)
+    replanned = replanning(projection)
 
     local = obj(
         KUEUE, "LocalQueue", "research", "lq-r", namespace="team-a", spec={"clusterQueue": "a"}
@@ -826,13 +834,7 @@ def test_a_cohort_that_appears_goes_or_changes_replans_every_workload_and_gpu_wo
     record_ref = ObjectRef(
         api_version=KAIWO, kind="GpuWorkload", name="job-plain", namespace="team-a", uid="rec-plain"
     )
-    versions = iter(range(2, 100))
-
-    def replanned(item: dict[str, Any], event: WatchEventType = "MODIFIED") -> tuple[Any, ...]:
-        version = next(versions)
-        change = projection.apply(observe(item, str(version), event), sequence=100 + version)
-        assert change is not None
-        return owners_to_replan(change, projection)
+    replanned = replanning(projection)
 
     research = obj(KUEUE, "Cohort", "research", "co-r", spec={"parentName": "org"})
     assert replanned(research, "ADDED") == (record_ref, *EVERY_WORKLOAD)

@@ -39,9 +39,9 @@ IdlePolicy = Literal["OnPressure", "Always"]
 
 @dataclass(frozen=True, slots=True)
 class QuotaScope:
-    """Where Kueue counts a workload's GPUs: its ClusterQueue, and that queue's cohort ("" for
-    none). Quota a workload frees goes to workloads of its own ClusterQueue, and is lent only
-    within its cohort."""
+    """Where Kueue counts a workload's GPUs: its ClusterQueue, and that queue's cohort tree,
+    named by its root ("" for none, decision 0271). Quota a workload frees goes to workloads
+    of its own ClusterQueue, and is lent only within its cohort tree."""
 
     cluster_queue: str
     cohort: str = ""

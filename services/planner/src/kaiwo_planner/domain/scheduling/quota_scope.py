@@ -71,8 +71,8 @@ def cohort_parents(cluster: ClusterState) -> dict[str, str]:
 
 def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:
     """The root of ``cohort``'s tree. Kueue refuses a cycle of parents (it deactivates the
-    queues in it); one met here stops at the cohort first seen twice, the same for every
-    member, so the cycle's queues still share with each other."""
+    queues in it); one met here is named by its smallest member, whichever cohort the walk
+    starts from, so the cycle's queues still share with each other."""
     seen: list[str] = []
     while cohort and cohort not in seen:
         seen.append(cohort)
