@@ -67,7 +67,8 @@ _CONDITION_TYPE = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
-_CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+"""A condition's ``reason`` as the API server's metav1.Condition validation takes it."""
 
 
 class Condition(KubeModel):
@@ -77,5 +78,5 @@ class Condition(KubeModel):
     status: ConditionStatus
     observed_generation: int | None = Field(default=None, ge=0)
     last_transition_time: datetime
-    reason: str = Field(max_length=1024, min_length=1, pattern=_CONDITION_REASON)
+    reason: str = Field(max_length=1024, min_length=1, pattern=CONDITION_REASON_PATTERN)
     message: str = Field(default="", max_length=32768)

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kaiwo_contracts.crds.meta import CONDITION_REASON_PATTERN
+
 from kaiwo_planner.domain.children.http_route import GATEWAY_GROUP
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 
@@ -32,8 +34,7 @@ REASON_NO_GATEWAY: Final = "NoGateway"
 ROUTE_NOT_ACCEPTED_EVENT: Final = "RouteNotAccepted"
 
 _MESSAGE_LIMIT: Final = 512
-# A condition reason as the API server's metav1.Condition validation takes it.
-_REASON: Final = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+_REASON: Final = re.compile(CONDITION_REASON_PATTERN)
 
 
 def route_condition(
