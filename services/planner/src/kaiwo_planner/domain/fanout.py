@@ -223,11 +223,7 @@ def _workloads_of_a_queues_flavors(change: Change, projection: Projection) -> li
     # The kind first: every change of a child passes here.
     if change.kind not in QUEUE_FLAVOR_KINDS or change.group != KUEUE_GROUP:
         return []
-    previous = change.previous
-    spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
-    if spec_kept and not change.deleted:
-        return []
-    return all_workloads(projection)
+    return all_workloads(projection) if _spec_moved(change) else []
 
 
 QUOTA_SCOPE_KINDS: Final = frozenset({"ClusterQueue", "LocalQueue", "Cohort"})
@@ -242,14 +238,19 @@ def _owners_of_a_quota_scope(change: Change, projection: Projection) -> list[Obj
     # The kind first: every change of a child passes here.
     if change.kind not in QUOTA_SCOPE_KINDS or change.group != KUEUE_GROUP:
         return []
-    previous = change.previous
-    spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
-    if spec_kept and not change.deleted:
+    if not _spec_moved(change):
         return []
     owners = all_gpu_workloads(projection, namespace=change.ref.namespace)
     if change.kind == "Cohort":
         owners += all_workloads(projection)
     return owners
+
+
+def _spec_moved(change: Change) -> bool:
+    """The object appeared, went, or changed its spec (its status alone moved nothing)."""
+    previous = change.previous
+    spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
+    return change.deleted or not spec_kept
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:
