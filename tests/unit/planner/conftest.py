@@ -6,6 +6,7 @@ chosen GPU kind. Keep additions small; children builders live in their own modul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pytest
@@ -92,3 +93,22 @@ def mixed_cluster_nodes() -> list[dict[str, Any]]:
         build_node("mi300x-1", gpu="mi300x", cpu="128", memory="2Ti"),
         build_node("h100-0", gpu="h100", cpu="96", memory="1Ti"),
     ]
+
+
+@pytest.fixture
+def one_node_cluster_with(make_node: NodeFactory) -> Callable[..., Any]:
+    """``build(*objects)``: a cluster of one MI300X node, the namespace ``team-a`` and the
+    KaiwoQueueConfig ``kaiwo`` of one queue ``kaiwo``, holding ``objects``."""
+    # Imported when used: the queue builder lives in the planning tests' module.
+    from kaiwo_planner.domain.state.cluster import ClusterState
+
+    from tests.unit.planner.test_planning import queue_config
+
+    def build(*objects: dict[str, Any]) -> ClusterState:
+        return ClusterState.from_wire(
+            nodes=[make_node("mi300x-0", gpu="mi300x")],
+            objects=[queue_config({"name": "kaiwo"}), *objects],
+            namespaces=["team-a"],
+        )
+
+    return build

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from kaiwo_planner.domain.state.cluster import ClusterState
-
 from tests.planning_calls import planned
-from tests.unit.planner.test_planning import NOW, TRAIN_SPEC, kaiwo_job, queue_config
+from tests.unit.planner.test_planning import NOW, TRAIN_SPEC, kaiwo_job
 
 RUNNING = {
     "status": "RUNNING",
@@ -38,18 +35,6 @@ PENDING = {
         },
     ],
 }
-
-
-@pytest.fixture
-def cluster_with(make_node: Any) -> Any:
-    def build(*objects: dict[str, Any]) -> ClusterState:
-        return ClusterState.from_wire(
-            nodes=[make_node("mi300x-0", gpu="mi300x")],
-            objects=[queue_config({"name": "kaiwo"}), *objects],
-            namespaces=["team-a"],
-        )
-
-    return build
 
 
 def child(kind: str, *, suspend: bool, status: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +71,9 @@ def applied_condition(status: dict[str, Any]) -> tuple[str, str, str]:
     return found["status"], found["reason"], found["message"]
 
 
-def test_ray_switched_off_while_the_ray_job_runs_keeps_the_ray_job_and_says_so(cluster_with):
+def test_ray_switched_off_while_the_ray_job_runs_keeps_the_ray_job_and_says_so(
+    one_node_cluster_with,
+):
     owner = kaiwo_job({**TRAIN_SPEC, "ray": False}, generation=2, status=RUNNING)
     ray_job = child(
         "RayJob",
@@ -94,7 +81,7 @@ def test_ray_switched_off_while_the_ray_job_runs_keeps_the_ray_job_and_says_so(c
         status={"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"},
     )
 
-    plan = planned(owner=owner, cluster=cluster_with(owner, ray_job), now=NOW)
+    plan = planned(owner=owner, cluster=one_node_cluster_with(owner, ray_job), now=NOW)
 
     assert plan is not None and plan.status is not None
     # The RayJob stays desired, so it is not pruned, and no batch Job is made beside it.
@@ -113,11 +100,11 @@ def test_ray_switched_off_while_the_ray_job_runs_keeps_the_ray_job_and_says_so(c
     assert "ChildDeleted" not in [e.reason for e in plan.events]
 
 
-def test_ray_switched_on_while_the_job_runs_keeps_the_job_and_says_so(cluster_with):
+def test_ray_switched_on_while_the_job_runs_keeps_the_job_and_says_so(one_node_cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "ray": True}, generation=2, status=RUNNING)
     job = child("Job", suspend=False, status={"active": 1, "ready": 1})
 
-    plan = planned(owner=owner, cluster=cluster_with(owner, job), now=NOW)
+    plan = planned(owner=owner, cluster=one_node_cluster_with(owner, job), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert [(d["kind"], d["metadata"]["name"]) for d in plan.desired] == [("Job", "train")]
@@ -132,11 +119,13 @@ def test_ray_switched_on_while_the_job_runs_keeps_the_job_and_says_so(cluster_wi
     ), message
 
 
-def test_ray_switched_off_while_the_ray_job_waits_in_its_queue_takes_the_switch(cluster_with):
+def test_ray_switched_off_while_the_ray_job_waits_in_its_queue_takes_the_switch(
+    one_node_cluster_with,
+):
     owner = kaiwo_job({**TRAIN_SPEC, "ray": False}, generation=2, status=PENDING)
     ray_job = child("RayJob", suspend=True, status={"jobDeploymentStatus": "Suspended"})
 
-    plan = planned(owner=owner, cluster=cluster_with(owner, ray_job), now=NOW)
+    plan = planned(owner=owner, cluster=one_node_cluster_with(owner, ray_job), now=NOW)
 
     assert plan is not None and plan.status is not None
     # The waiting RayJob is not desired (so pruned) and the batch Job is made.

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.plans import EventIntent
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.route_acceptance import route_condition
 
@@ -23,7 +22,6 @@ from tests.unit.planner.test_planning import (
     condition,
     kaiwo_job,
     kaiwo_service,
-    queue_config,
 )
 
 GATEWAY_REF = {
@@ -208,35 +206,27 @@ def test_a_reason_the_api_server_would_refuse_is_replaced():
 # ------------------------------------------------------------------ in a KaiwoService's plan
 
 
-@pytest.fixture
-def cluster_with(make_node: Any) -> Any:
-    def build(*objects: dict[str, Any]) -> ClusterState:
-        return ClusterState.from_wire(
-            nodes=[make_node("mi300x-0", gpu="mi300x")],
-            objects=[queue_config({"name": "kaiwo"}), *objects],
-            namespaces=["team-a"],
-        )
-
-    return build
-
-
 SERVICE_SPEC = {"user": "bo@example.com", "image": "vllm:1", "replicas": 1, "entrypoint": "serve"}
 
 
-def service_plan(cluster_with, route: dict[str, Any] | None, status: dict[str, Any] | None):
+def service_plan(
+    one_node_cluster_with, route: dict[str, Any] | None, status: dict[str, Any] | None
+):
     owner = kaiwo_service(SERVICE_SPEC, status=status)
     config = aim_namespace_config({"gateway": {"name": "kgw", "namespace": "gateway-system"}})
     objects = [owner, config, *([route] if route is not None else [])]
-    plan = planned(owner=owner, cluster=cluster_with(*objects), now=NOW)
+    plan = planned(owner=owner, cluster=one_node_cluster_with(*objects), now=NOW)
     assert plan is not None
     return plan
 
 
-def test_a_service_whose_gateway_refuses_its_route_says_so_and_is_warned_once(cluster_with):
+def test_a_service_whose_gateway_refuses_its_route_says_so_and_is_warned_once(
+    one_node_cluster_with,
+):
     route = observed_route(answer(REFUSED, RESOLVED), generation=1)
     refused = REFUSED_MESSAGE
 
-    plan = service_plan(cluster_with, route, status=None)
+    plan = service_plan(one_node_cluster_with, route, status=None)
 
     said = condition(plan, "RouteAccepted")
     assert (said["status"], said["reason"], said["message"]) == (
@@ -246,24 +236,24 @@ def test_a_service_whose_gateway_refuses_its_route_says_so_and_is_warned_once(cl
     )
     assert EventIntent(type="Warning", reason="RouteNotAccepted", message=refused) in plan.events
 
-    again = service_plan(cluster_with, route, status=plan.status)
+    again = service_plan(one_node_cluster_with, route, status=plan.status)
     assert [e for e in again.events if e.reason == "RouteNotAccepted"] == []
 
 
-def test_a_service_whose_route_is_accepted_says_so_without_an_event(cluster_with):
+def test_a_service_whose_route_is_accepted_says_so_without_an_event(one_node_cluster_with):
     route = observed_route(answer(ACCEPTED, RESOLVED, seen=1), generation=1)
 
-    plan = service_plan(cluster_with, route, status=None)
+    plan = service_plan(one_node_cluster_with, route, status=None)
 
     assert condition(plan, "RouteAccepted")["status"] == "True"
     assert [e for e in plan.events if e.reason == "RouteNotAccepted"] == []
 
 
-def test_a_job_says_nothing_of_a_route(cluster_with):
+def test_a_job_says_nothing_of_a_route(one_node_cluster_with):
     owner = kaiwo_job(TRAIN_SPEC)
     config = aim_namespace_config({"gateway": {"name": "kgw", "namespace": "gateway-system"}})
 
-    plan = planned(owner=owner, cluster=cluster_with(owner, config), now=NOW)
+    plan = planned(owner=owner, cluster=one_node_cluster_with(owner, config), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert "RouteAccepted" not in [c["type"] for c in plan.status["conditions"]]

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from kaiwo_contracts.plans import EventIntent, PruneRule
 from kaiwo_planner.domain.children.downloads import (
     DOWNLOADED_INTO,
     claims_made_anew,
     with_claims_it_fills,
 )
-from kaiwo_planner.domain.state.cluster import ClusterState
 
 from tests.planning_calls import planned
-from tests.unit.planner.test_planning import NOW, SERVE_SPEC, kaiwo_service, queue_config
+from tests.unit.planner.test_planning import NOW, SERVE_SPEC, kaiwo_service
 
 SPEC = {
     **SERVE_SPEC,
@@ -53,18 +51,6 @@ MADE_ANEW = (
     "PersistentVolumeClaim chat-data the download filled was deleted: the download runs again "
     "into the new, empty one before the workload's pods start"
 )
-
-
-@pytest.fixture
-def cluster_with(make_node: Any) -> Any:
-    def build(*objects: dict[str, Any]) -> ClusterState:
-        return ClusterState.from_wire(
-            nodes=[make_node("mi300x-0", gpu="mi300x")],
-            objects=[queue_config({"name": "kaiwo"}), *objects],
-            namespaces=["team-a"],
-        )
-
-    return build
 
 
 def claim(uid: str, *, created: str = "2026-01-01T11:20:00Z") -> dict[str, Any]:
@@ -182,9 +168,11 @@ def test_the_download_job_names_the_observed_claims_it_mounts():
 # ------------------------------------------------------------------ the planner
 
 
-def test_a_services_volume_made_anew_is_downloaded_into_before_its_pods_start(cluster_with):
+def test_a_services_volume_made_anew_is_downloaded_into_before_its_pods_start(
+    one_node_cluster_with,
+):
     owner = kaiwo_service(SPEC, status=READY)
-    cluster = cluster_with(
+    cluster = one_node_cluster_with(
         owner, claim("new-pvc"), finished_download(filled="old-pvc"), deployment()
     )
 
@@ -213,7 +201,7 @@ def test_a_services_volume_made_anew_is_downloaded_into_before_its_pods_start(cl
     assert kinds_and_names(again.desired) == kinds_and_names(plan.desired)
 
     # The old Job gone: a new one, naming the new claim; the Deployment waits for it.
-    gone = cluster_with(owner, claim("new-pvc"), deployment())
+    gone = one_node_cluster_with(owner, claim("new-pvc"), deployment())
     after = planned(owner=kaiwo_service(SPEC, status=again.status), cluster=gone, now=NOW)
     assert after is not None
     assert kinds_and_names(after.desired) == [
@@ -225,9 +213,9 @@ def test_a_services_volume_made_anew_is_downloaded_into_before_its_pods_start(cl
     assert job["metadata"]["annotations"][DOWNLOADED_INTO] == '{"chat-data": "new-pvc"}'
 
 
-def test_the_volume_the_download_filled_keeps_the_service_running(cluster_with):
+def test_the_volume_the_download_filled_keeps_the_service_running(one_node_cluster_with):
     owner = kaiwo_service(SPEC, status=READY)
-    cluster = cluster_with(
+    cluster = one_node_cluster_with(
         owner, claim("old-pvc"), finished_download(filled="old-pvc"), deployment()
     )
 
@@ -244,11 +232,13 @@ def test_the_volume_the_download_filled_keeps_the_service_running(cluster_with):
     assert "VolumeMadeAnew" not in [e.reason for e in plan.events]
 
 
-def test_a_volume_made_after_a_removed_download_succeeded_is_downloaded_into(cluster_with):
+def test_a_volume_made_after_a_removed_download_succeeded_is_downloaded_into(one_node_cluster_with):
     """The download Job removed by someone after it succeeded at 11:30; the claim now there
     was made at 11:45: it cannot hold that download."""
     owner = kaiwo_service(SPEC, status=READY)
-    cluster = cluster_with(owner, claim("new-pvc", created="2026-01-01T11:45:00Z"), deployment())
+    cluster = one_node_cluster_with(
+        owner, claim("new-pvc", created="2026-01-01T11:45:00Z"), deployment()
+    )
 
     plan = planned(owner=owner, cluster=cluster, now=NOW)
 
@@ -264,9 +254,11 @@ def test_a_volume_made_after_a_removed_download_succeeded_is_downloaded_into(clu
     assert plan.status["status"] == "DOWNLOADING"
 
 
-def test_a_removed_download_and_the_claim_it_filled_still_count(cluster_with):
+def test_a_removed_download_and_the_claim_it_filled_still_count(one_node_cluster_with):
     owner = kaiwo_service(SPEC, status=READY)
-    cluster = cluster_with(owner, claim("old-pvc", created="2026-01-01T11:20:00Z"), deployment())
+    cluster = one_node_cluster_with(
+        owner, claim("old-pvc", created="2026-01-01T11:20:00Z"), deployment()
+    )
 
     plan = planned(owner=owner, cluster=cluster, now=NOW)
 
@@ -286,10 +278,10 @@ def test_a_removed_download_and_the_claim_it_filled_still_count(cluster_with):
     assert "VolumeMadeAnew" not in [e.reason for e in plan.events]
 
 
-def test_the_first_download_job_names_its_claim_once_the_claim_is_observed(cluster_with):
+def test_the_first_download_job_names_its_claim_once_the_claim_is_observed(one_node_cluster_with):
     owner = kaiwo_service(SPEC)
 
-    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    first = planned(owner=owner, cluster=one_node_cluster_with(owner), now=NOW)
 
     assert first is not None and first.status is not None
     (job,) = [d for d in first.desired if d["kind"] == "Job"]
@@ -298,7 +290,7 @@ def test_the_first_download_job_names_its_claim_once_the_claim_is_observed(clust
     running = {**finished_download(filled=None), "status": {"active": 1}}
     second = planned(
         owner=kaiwo_service(SPEC, status=first.status),
-        cluster=cluster_with(owner, claim("pvc-1"), running),
+        cluster=one_node_cluster_with(owner, claim("pvc-1"), running),
         now=NOW,
     )
 
