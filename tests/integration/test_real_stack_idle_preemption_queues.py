@@ -15,7 +15,8 @@ full ``qc`` (before the fix it matched any queue: it was deleted for the waiting
 Kueue still did not admit). And so it is for a Job waiting in a LocalQueue and ClusterQueue a
 platform team made, which the operator did not watch before decision 0270. Two ClusterQueues
 of two cohorts under one Cohort do share (decision 0271): an idle Job of one goes for a Job
-waiting in the other, which Kueue then admits on what it freed.
+waiting in the other, which Kueue then admits on what it freed; but not where the idle
+Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272).
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -294,17 +295,16 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
 
-def platform_cluster_queue(name: str, cohort: str | None = None) -> dict[str, Any]:
+def platform_cluster_queue(name: str, cohort: str | None = None, **limits: int) -> dict[str, Any]:
     """A ClusterQueue a platform team made (not Kaiwo): 8 MI300X GPUs of Kaiwo's flavor, for
-    every namespace, in ``cohort`` if given."""
+    every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``...) on them."""
+    gpus = {"name": "amd.com/gpu", "nominalQuota": 8, **limits}
     spec: dict[str, Any] = {
         "namespaceSelector": {},
         "resourceGroups": [
             {
                 "coveredResources": ["amd.com/gpu"],
-                "flavors": [
-                    {"name": "mi300x", "resources": [{"name": "amd.com/gpu", "nominalQuota": 8}]}
-                ],
+                "flavors": [{"name": "mi300x", "resources": [gpus]}],
             }
         ],
     }
@@ -421,6 +421,31 @@ async def test_an_idle_job_goes_for_a_job_waiting_in_another_cohort_of_its_tree(
 
         await eventually(gone, what="idle-x preempted for waiter-y", within=STEP)
         await running_pod(pipeline, plain, "waiter-y")
+
+
+async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_when_its_queue_lends_nothing(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0272: ClusterQueues ``ul`` (``lendingLimit: 0``) and ``um``, both of the
+    cohort ``lab``. Kueue lends none of ``ul``'s quota, so an idle opted-in Job of ``ul`` is
+    kept for a Job waiting in the full ``um``. Before, one cohort was taken to share all: the
+    idle Job was deleted, and the waiting Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cluster_queue("ul", "lab", lendingLimit=0),
+        platform_cluster_queue("um", "lab"),
+        platform_local_queue("ll", plain, "ul"),
+        platform_local_queue("lm", plain, "um"),
+        jobs=("holder-m", "idle-l", "waiter-m"),
+    ):
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("holder-m", "lm"), idle=("idle-l", "ll")
+        )
+        await waiting_for_gpus(pipeline, plain, "waiter-m", "lm")
+        await kept_idle(pipeline, plain, "idle-l")
 
 
 async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(

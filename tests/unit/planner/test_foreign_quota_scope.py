@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from kaiwo_planner.domain.scheduling.quota_scope import cohort_root, queue_name_of
+from kaiwo_planner.domain.scheduling.idle_preemption import QuotaScope
+from kaiwo_planner.domain.scheduling.quota_scope import QuotaTrees, queue_name_of
 
 from tests.unit.planner.test_gpu_workloads import (
     KAIWO,
@@ -38,8 +39,23 @@ def local_queue(name: str, cluster_queue: str) -> dict[str, Any]:
     }
 
 
-def cluster_queue(name: str, cohort: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"resourceGroups": []}
+def gpu_quota(**limits: int | str) -> list[dict[str, Any]]:
+    """Resource groups of 8 AMD GPUs in two flavors, each with ``limits`` (``lendingLimit``,
+    ``borrowingLimit``), and CPUs without."""
+    gpus = {"name": "amd.com/gpu", "nominalQuota": 8, **limits}
+    return [
+        {
+            "coveredResources": ["amd.com/gpu", "cpu"],
+            "flavors": [
+                {"name": flavor, "resources": [gpus, {"name": "cpu", "nominalQuota": 64}]}
+                for flavor in ("mi300x", "mi250")
+            ],
+        }
+    ]
+
+
+def cluster_queue(name: str, cohort: str | None = None, **limits: int | str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resourceGroups": gpu_quota(**limits)}
     if cohort is not None:
         spec["cohort"] = cohort
     return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
@@ -120,8 +136,10 @@ def test_cluster_queues_of_one_cohort_share() -> None:
     assert preempted_for(idle_job("qb"), *waiting_job("qa"), *apart) is None
 
 
-def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
-    spec = {"parentName": parent} if parent else {}
+def cohort(name: str, parent: str | None = None, **limits: int | str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"parentName": parent} if parent else {}
+    if limits:
+        spec["resourceGroups"] = gpu_quota(**limits)
     return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
 
 
@@ -144,17 +162,65 @@ def test_cluster_queues_of_one_cohort_tree_share() -> None:
     assert preempted_for(idle_job("qb"), *waiting_job("qa"), *queues) is None
 
 
-def test_a_cohort_is_its_trees_root_and_a_cycle_has_one_name() -> None:
-    parents = {"research": "org", "prod": "dept", "dept": "org", "a": "b", "b": "c", "c": "a"}
-    assert [cohort_root(name, parents) for name in ("research", "prod", "org", "solo", "")] == [
-        "org",
-        "org",
-        "org",
-        "solo",
-        "",
-    ]
-    # Kueue deactivates the queues of a cycle; here its members, and what leads into it, share.
-    assert {cohort_root(name, {**parents, "d": "a"}) for name in ("a", "b", "c", "d")} == {"a"}
+def test_an_idle_job_is_kept_for_a_queue_its_own_lends_nothing_or_that_borrows_nothing() -> None:
+    """Decision 0272: Kueue lends none of a ClusterQueue's unused GPUs whose lending limit
+    is 0 in every flavor, and a queue whose borrowing limit is 0 takes none of its cohort's."""
+    local = (local_queue("qa", "qa"), local_queue("qb", "qb"))
+    lends_nothing = (
+        cluster_queue("qa", "research"),
+        cluster_queue("qb", "research", lendingLimit=0),
+    )
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *local, *lends_nothing) is None
+    borrows_nothing = (
+        cluster_queue("qa", "research", borrowingLimit="0"),
+        cluster_queue("qb", "research"),
+    )
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *local, *borrows_nothing) is None
+    lends_some = (
+        cluster_queue("qa", "research"),
+        cluster_queue("qb", "research", lendingLimit="4"),
+    )
+    assert preempted_for(idle_job("qb"), *waiting_job("qa"), *local, *lends_some) == "waits"
+    # Its own queue's workloads take what it frees, whatever it lends.
+    assert preempted_for(idle_job("qb"), *waiting_job("qb"), *local, *lends_nothing) == "waits"
+
+
+def trees(*objects: dict[str, Any]) -> QuotaTrees:
+    def specs(kind: str) -> dict[str, Any]:
+        return {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == kind}
+
+    return QuotaTrees(cluster_queues=specs("ClusterQueue"), cohorts=specs("Cohort"))
+
+
+def test_a_queue_lends_and_borrows_up_its_tree_as_far_as_the_limits_let_it() -> None:
+    """``research`` lends nothing to ``org`` (its lending limit is 0) and ``prod`` borrows
+    nothing from it; ``qa`` lends none of its AMD GPUs, and sets no limit on NVIDIA's."""
+    forest = trees(
+        cluster_queue("qa", "research", lendingLimit=0),
+        cluster_queue("qb", "prod"),
+        cluster_queue("solo"),
+        cohort("research", "org", lendingLimit="0"),
+        cohort("prod", "org", borrowingLimit=0),
+        cohort("org"),
+    )
+    assert forest.scope("qa", "AMD") == QuotaScope(
+        "qa", lends_to=(), borrows_from=("research", "org")
+    )
+    assert forest.scope("qa", "nvidia") == QuotaScope(
+        "qa", lends_to=("research", "org"), borrows_from=("research", "org")
+    )
+    assert forest.scope("qb", "amd") == QuotaScope(
+        "qb", lends_to=("prod", "org"), borrows_from=("prod",)
+    )
+    assert forest.scope("solo", "amd") == QuotaScope("solo")
+    assert forest.scope("unseen", "amd") == QuotaScope("unseen")
+    assert forest.knows("qa") and not forest.knows("unseen")
+
+
+def test_a_cycle_of_cohorts_ends_the_walk_where_it_repeats() -> None:
+    """Kueue deactivates the queues of a cycle; here each of its queues reaches all of it."""
+    forest = trees(cluster_queue("qa", "a"), cohort("a", "b"), cohort("b", "c"), cohort("c", "a"))
+    assert forest.scope("qa", "amd") == QuotaScope("qa", ("a", "b", "c"), ("a", "b", "c"))
 
 
 def test_the_label_names_a_local_queue_whose_cluster_queue_counts() -> None:

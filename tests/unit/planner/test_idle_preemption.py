@@ -212,18 +212,49 @@ def test_of_the_idle_workloads_only_one_of_the_waiting_ones_queue_is_preempted()
     ) == [("same-queue", "p")]
 
 
+def in_cohort(cluster_queue: str, cohort: str) -> QuotaScope:
+    """A ClusterQueue of ``cohort``, lending and borrowing there without limits."""
+    return QuotaScope(cluster_queue, lends_to=(cohort,), borrows_from=(cohort,))
+
+
 def test_a_cluster_queue_of_the_same_cohort_lends_what_its_idle_workload_frees() -> None:
     assert victims(
-        idle("a", 8, quota=QuotaScope("team-b", cohort="research")),
-        pending=[waiting("p", 8, quota=QuotaScope("team-a", cohort="research"))],
+        idle("a", 8, quota=in_cohort("team-b", "research")),
+        pending=[waiting("p", 8, quota=in_cohort("team-a", "research"))],
     ) == [("a", "p")]
     assert (
         victims(
-            idle("a", 8, quota=QuotaScope("team-b", cohort="research")),
-            pending=[waiting("p", 8, quota=QuotaScope("team-a", cohort="serving"))],
+            idle("a", 8, quota=in_cohort("team-b", "research")),
+            pending=[waiting("p", 8, quota=in_cohort("team-a", "serving"))],
         )
         == []
     )
+
+
+def test_quota_reaches_a_waiting_workload_where_one_cohort_is_lent_to_and_borrowed_from() -> None:
+    """Decision 0272: ``team-b`` lends up to ``org``, the root; ``team-a`` borrows only from
+    its own cohort ``research`` (the cohort's borrowing limit is 0), so what ``team-b``
+    frees reaches ``team-a`` only if ``team-b`` lends to ``research`` too."""
+    lends_to_the_root = QuotaScope("team-b", lends_to=("prod", "org"), borrows_from=("prod",))
+    borrows_below = QuotaScope("team-a", lends_to=("research", "org"), borrows_from=("research",))
+    assert (
+        victims(
+            idle("a", 8, quota=lends_to_the_root), pending=[waiting("p", 8, quota=borrows_below)]
+        )
+        == []
+    )
+    lends_nothing = QuotaScope("team-b", lends_to=(), borrows_from=("research", "org"))
+    borrows_from_all = QuotaScope("team-a", lends_to=(), borrows_from=("research", "org"))
+    assert (
+        victims(
+            idle("a", 8, quota=lends_nothing), pending=[waiting("p", 8, quota=borrows_from_all)]
+        )
+        == []
+    )
+    lends_to_research = QuotaScope("team-b", lends_to=("research",))
+    assert victims(
+        idle("a", 8, quota=lends_to_research), pending=[waiting("p", 8, quota=borrows_below)]
+    ) == [("a", "p")]
 
 
 def test_a_workload_kueue_does_not_queue_may_free_what_another_waits_for() -> None:
@@ -248,7 +279,7 @@ def test_gpus_in_flight_serve_only_a_waiting_workload_their_queue_gives_them_to(
     )
     assert decision.preemptions == ()
     # In one cohort, Kueue lends them to ``qa``: they cover ``pa``, and ``b`` goes for ``pb``.
-    qa, qb = QuotaScope("qa", "shared"), QuotaScope("qb", "shared")
+    qa, qb = in_cohort("qa", "shared"), in_cohort("qb", "shared")
     decision = decide_idle_preemptions(
         idle=[idle("b", 8, quota=qb)],
         pending=[waiting("pa", 8, minutes=30, quota=qa), waiting("pb", 8, quota=qb)],

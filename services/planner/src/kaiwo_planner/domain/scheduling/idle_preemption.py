@@ -14,10 +14,11 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   Kueue gives them back to its queue or cohort (decision 0256). A victim can serve it
   only where Kueue would give the waiting workload what the victim frees
   (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
-  one cohort. For the rest of its demand the **fewest** victims are chosen that together
-  cover it, and among equally few the **longest idle** first. When all unclaimed eligible
-  victims together cannot cover it, nobody is preempted for it (stopping some would free
-  GPUs it still could not use). A victim serves one beneficiary.
+  one cohort tree that lend and borrow across it (decisions 0271, 0272). For the rest of its
+  demand the **fewest** victims are chosen that together cover it, and among equally few the
+  **longest idle** first. When all unclaimed eligible victims together cannot cover it,
+  nobody is preempted for it (stopping some would free GPUs it still could not use). A
+  victim serves one beneficiary.
 
 Pure: every input is passed in, ``now`` included; the same inputs give the same victims.
 """
@@ -39,23 +40,27 @@ IdlePolicy = Literal["OnPressure", "Always"]
 
 @dataclass(frozen=True, slots=True)
 class QuotaScope:
-    """Where Kueue counts a workload's GPUs: its ClusterQueue, and that queue's cohort tree,
-    named by its root ("" for none, decision 0271). Quota a workload frees goes to workloads
-    of its own ClusterQueue, and is lent only within its cohort tree."""
+    """Where Kueue counts a workload's GPUs: its ClusterQueue. Quota a workload frees goes to
+    workloads of that queue, and is lent to the cohorts of ``lends_to`` (its cohort, then
+    each parent up its tree, as far as no lending limit of 0 stops it); a workload may borrow
+    from the cohorts of ``borrows_from`` (the same walk, stopped by borrowing limits of 0).
+    Decisions 0236, 0271, 0272."""
 
     cluster_queue: str
-    cohort: str = ""
+    lends_to: tuple[str, ...] = ()
+    borrows_from: tuple[str, ...] = ()
 
 
 def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bool:
     """Whether stopping the ``victim`` can let Kueue admit the ``waiting`` workload: both in
-    one ClusterQueue, or in two of one cohort. A workload of unknown scope (None: Kueue does
-    not queue it, or its queue is not observed) may free what the other waits for."""
+    one ClusterQueue, or the victim's queue lends to a cohort the waiting one's borrows from.
+    A workload of unknown scope (None: Kueue does not queue it, or its queue is not observed)
+    may free what the other waits for."""
     if victim is None or waiting is None:
         return True
     if victim.cluster_queue == waiting.cluster_queue:
         return True
-    return bool(victim.cohort) and victim.cohort == waiting.cohort
+    return not set(victim.lends_to).isdisjoint(waiting.borrows_from)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,10 @@ the monitor's findings: the inputs of
   (decision 0130);
 * where Kueue counts each one's GPUs (:mod:`~kaiwo_planner.domain.scheduling.quota_scope`,
   decision 0236): its queue (``spec.clusterQueue`` or the KaiwoConfig's default, the
-  LocalQueue the operator makes under that name) and the cohort of the observed ClusterQueue
-  of that name. A Deployment-based KaiwoService none of whose pods Kueue made a Workload for
-  (a namespace Kueue does not manage) holds no quota: its scope is unknown;
+  LocalQueue the operator makes under that name), and where the observed ClusterQueue of that
+  name lends and borrows (decision 0272). A Deployment-based KaiwoService none of whose pods
+  Kueue made a Workload for (a namespace Kueue does not manage) holds no quota: its scope is
+  unknown;
 * in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
@@ -117,7 +118,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 from kaiwo_planner.domain.scheduling.placeable import could_be_placed
 from kaiwo_planner.domain.scheduling.preemption import PREEMPTION_REASON
 from kaiwo_planner.domain.scheduling.quota_scope import (
-    cohorts_of,
+    QuotaTrees,
     foreign_quota_scope,
     kaiwo_quota_scope,
 )
@@ -155,7 +156,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     pending: list[GpuDemand] = []
     in_flight: list[InFlight] = []
     freed_for: dict[str, int] = defaultdict(int)
-    cohorts = cohorts_of(cluster)
+    trees = QuotaTrees.of(cluster)
 
     for obj in workloads(cluster):
         status, spec = obj.get("status"), obj.get("spec")
@@ -167,10 +168,10 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         # The GPUs held are worked out only for a workload that takes part (decision 0158):
         # most running ones are not idle, and finished ones hold nothing.
         if uid in context.preempting:
-            scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
+            scope = kaiwo_quota_scope(obj, cluster, config, trees)
             in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
         elif phase in _RUNNING:
-            part = _running_part(obj, context, vendor, config, cohorts, now=now)
+            part = _running_part(obj, context, vendor, config, trees, now=now)
             if isinstance(part, IdleWorkload):
                 idle.append(part)
             elif part is not None and now - part.pending_since > threshold:
@@ -182,15 +183,15 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 (obj.get("metadata") or {}).get("creationTimestamp")
             )
             if since is not None and now - since > threshold:
-                scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
+                scope = kaiwo_quota_scope(obj, cluster, config, trees)
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since, scope))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
-                scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
+                scope = kaiwo_quota_scope(obj, cluster, config, trees)
                 in_flight.append(InFlight(vendor, _held_gpus(obj, context), scope))
             else:
                 freed_for[victim.beneficiary] += _held_gpus(obj, context)
-    _foreign(context, cohorts, idle=idle, pending=pending, in_flight=in_flight, now=now)
+    _foreign(context, trees, idle=idle, pending=pending, in_flight=in_flight, now=now)
     return decide_idle_preemptions(
         idle=idle, pending=pending, in_flight=in_flight, freed_for=freed_for, now=now
     )
@@ -204,7 +205,7 @@ def _running_part(
     context: PlanningContext,
     vendor: str,
     config: KaiwoConfig,
-    cohorts: Mapping[str, str],
+    trees: QuotaTrees,
     *,
     now: datetime,
 ) -> IdleWorkload | GpuDemand | None:
@@ -214,9 +215,9 @@ def _running_part(
     finding = cluster.findings.get(object_uid(obj))
     counted = _idle_reading(obj, finding, cluster, config.spec.gpu_preemption, now=now)
     if counted is not None:
-        scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
+        scope = kaiwo_quota_scope(obj, cluster, config, trees)
         return _idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context), quota=scope)
-    return _replicas_waiting(obj, context, vendor, config, cohorts)
+    return _replicas_waiting(obj, context, vendor, config, trees)
 
 
 def _replicas_waiting(
@@ -224,7 +225,7 @@ def _replicas_waiting(
     context: PlanningContext,
     vendor: str,
     config: KaiwoConfig,
-    cohorts: Mapping[str, str],
+    trees: QuotaTrees,
 ) -> GpuDemand | None:
     """The GPUs of a running Deployment-based KaiwoService's pods that Kueue has not admitted
     (:func:`~kaiwo_planner.domain.scheduling.replicas_waiting.replicas_waiting`): its status
@@ -233,7 +234,7 @@ def _replicas_waiting(
     waiting = replicas_waiting(obj, cluster, lambda: _held_gpus(obj, context))
     if waiting is None:
         return None
-    scope = kaiwo_quota_scope(obj, cluster, config, cohorts)
+    scope = kaiwo_quota_scope(obj, cluster, config, trees)
     return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope)
 
 
@@ -252,7 +253,7 @@ def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:
 
 def _foreign(
     context: PlanningContext,
-    cohorts: Mapping[str, str],
+    trees: QuotaTrees,
     *,
     idle: list[IdleWorkload],
     pending: list[GpuDemand],
@@ -277,7 +278,7 @@ def _foreign(
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
             # A root gone leaves no label to read: its GPUs may serve anyone, as before.
-            scope = foreign_quota_scope(root, cluster, cohorts) if root else None
+            scope = foreign_quota_scope(root, cluster, trees) if root else None
             in_flight.append(InFlight(vendor, gpus, scope))
             continue
         settings = settings_of(root, cluster, defaults) if root is not None else None
@@ -288,7 +289,7 @@ def _foreign(
         if waiting is not None:
             # A pod no node could hold is helped by nobody's GPUs (decision 0256).
             if now - waiting.since > threshold and could_be_placed(root, cluster.nodes):
-                scope = foreign_quota_scope(root, cluster, cohorts)
+                scope = foreign_quota_scope(root, cluster, trees)
                 key = ObjectRef.key_of(root)
                 pending.append(GpuDemand(key, gpu_vendor(root), waiting.gpus, waiting.since, scope))
             continue
@@ -309,7 +310,7 @@ def _foreign(
                 evidence_at=reading.at,
                 grace=settings.grace_period,
                 policy=settings.policy,
-                quota=foreign_quota_scope(root, cluster, cohorts),
+                quota=foreign_quota_scope(root, cluster, trees),
             )
         )
     pending[:] = [demand for demand in pending if demand.key[4] not in served]

@@ -1,12 +1,15 @@
 """Where Kueue counts a GPU workload's quota (:class:`~kaiwo_planner.domain.scheduling.
-idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236, 0260).
+idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236, 0260,
+0272).
 
-Quota a workload frees goes back to its own ClusterQueue and is lent only within its cohort,
-so GPU idle preemption asks where both the victim and the waiting workload are counted.
+Quota a workload frees goes back to its own ClusterQueue and is lent only up its cohort tree,
+as far as lending limits let it, to queues whose borrowing limits let them take it; so GPU
+idle preemption asks where both the victim and the waiting workload are counted
+(:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
-  default; the operator's LocalQueue carries that name) and the cohort of the observed
-  ClusterQueue of that name. A Deployment-based KaiwoService none of whose pods Kueue made a
+  default; the operator's LocalQueue carries that name), the observed ClusterQueue of that
+  name. A Deployment-based KaiwoService none of whose pods Kueue made a
   Workload for (a namespace Kueue does not manage) holds no quota: unknown.
 * **A GPU workload no Kaiwo kind owns** (decision 0047): Kueue queues it by its
   ``kueue.x-k8s.io/queue-name`` label (on the object, or on a Deployment's or StatefulSet's
@@ -26,64 +29,103 @@ of its own that may not be so.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
-from kaiwo_contracts.gpu_workloads import DEPLOYMENT, STATEFUL_SET, kind_of
+from kaiwo_contracts.crds.quantity import quantity_value
+from kaiwo_contracts.gpu_workloads import DEPLOYMENT, STATEFUL_SET, gpu_vendor, kind_of
 
 from kaiwo_planner.domain.scheduling.gpu_allocation import wire_workload_shape
 from kaiwo_planner.domain.scheduling.idle_preemption import QuotaScope
 from kaiwo_planner.domain.settings.cluster_settings import workload_queue
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
+from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR
 
 QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 
-def cohorts_of(cluster: ClusterState) -> dict[str, str]:
-    """The cohort tree of each observed ClusterQueue by name ("" for none), named by its root.
+@dataclass(frozen=True, slots=True)
+class QuotaTrees:
+    """The observed ClusterQueues' and Cohorts' specs by name: where quota a queue frees
+    goes, and where a queue may borrow from (:meth:`scope`)."""
 
-    A ClusterQueue's cohort is ``spec.cohort`` as the watcher reads ClusterQueues (v1beta1),
-    ``spec.cohortName`` as v1beta2 calls it. Kueue lends unused quota across a whole cohort
-    tree (a Cohort object's ``spec.parentName``), so two queues whose cohorts have one root
-    share (decision 0271); a cohort no Cohort object names a parent for is its own root."""
-    parents = cohort_parents(cluster)
-    found: dict[str, str] = {}
-    for queue in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
-        spec = queue.get("spec")
-        name = (queue.get("metadata") or {}).get("name")
-        if isinstance(spec, Mapping) and isinstance(name, str):
-            cohort = spec.get("cohort") or spec.get("cohortName") or ""
-            found[name] = cohort_root(cohort, parents) if isinstance(cohort, str) else ""
+    cluster_queues: Mapping[str, Mapping[str, Any]]
+    cohorts: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, cluster: ClusterState) -> QuotaTrees:
+        return cls(
+            cluster_queues=_specs_by_name(cluster, "ClusterQueue"),
+            cohorts=_specs_by_name(cluster, "Cohort"),
+        )
+
+    def knows(self, cluster_queue: str) -> bool:
+        return cluster_queue in self.cluster_queues
+
+    def scope(self, cluster_queue: str, vendor: str) -> QuotaScope:
+        """Where the GPUs of ``vendor`` that a workload of ``cluster_queue`` frees can go,
+        and where that queue may borrow them from (decision 0272).
+
+        A ClusterQueue's cohort is ``spec.cohort`` as the watcher reads ClusterQueues
+        (v1beta1), ``spec.cohortName`` as v1beta2 calls it. Kueue lends a queue's unused
+        quota to its cohort, and a cohort's on to its parent (a Cohort's ``parentName``,
+        decision 0271), unless the lender's ``lendingLimit`` for the resource is 0; a queue
+        or cohort whose ``borrowingLimit`` is 0 borrows nothing from above it."""
+        resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
+        spec = self.cluster_queues.get(cluster_queue, {})
+        cohort = spec.get("cohort") or spec.get("cohortName") or ""
+        cohort = cohort if isinstance(cohort, str) else ""
+        return QuotaScope(
+            cluster_queue=cluster_queue,
+            lends_to=self._reach(cohort, spec, resource, "lendingLimit"),
+            borrows_from=self._reach(cohort, spec, resource, "borrowingLimit"),
+        )
+
+    def _reach(
+        self, cohort: str, spec: Mapping[str, Any], resource: str, limit: str
+    ) -> tuple[str, ...]:
+        """The cohorts up from a queue (of ``spec``) whose edges ``limit`` leaves open. A
+        cycle of parents (Kueue deactivates its queues) ends the walk where it repeats."""
+        reached: list[str] = []
+        while cohort and cohort not in reached and _limit_open(spec, resource, limit):
+            reached.append(cohort)
+            spec = self.cohorts.get(cohort, {})
+            cohort = _text(spec.get("parentName"))
+        return tuple(reached)
+
+
+def _specs_by_name(cluster: ClusterState, kind: str) -> dict[str, Mapping[str, Any]]:
+    found: dict[str, Mapping[str, Any]] = {}
+    for obj in cluster.objects_of_kind(group=KUEUE_GROUP, kind=kind):
+        name, spec = _mapping(obj.get("metadata")).get("name"), obj.get("spec")
+        if isinstance(name, str):
+            found[name] = spec if isinstance(spec, Mapping) else {}
     return found
 
 
-def cohort_parents(cluster: ClusterState) -> dict[str, str]:
-    """Each observed Cohort's ``spec.parentName`` by its name (only those that name one)."""
-    parents: dict[str, str] = {}
-    for cohort in cluster.objects_of_kind(group=KUEUE_GROUP, kind="Cohort"):
-        name = _text(_mapping(cohort.get("metadata")).get("name"))
-        parent = _text(_mapping(cohort.get("spec")).get("parentName"))
-        if name and parent:
-            parents[name] = parent
-    return parents
+def _limit_open(spec: Mapping[str, Any], resource: str, limit: str) -> bool:
+    """False when every flavor of ``resource`` in ``spec``'s resource groups sets ``limit``
+    to 0; a queue or cohort that sets no quota of it sets no limit either."""
+    quotas = [
+        quota
+        for group in _mappings(spec.get("resourceGroups"))
+        for flavor in _mappings(group.get("flavors"))
+        for quota in _mappings(flavor.get("resources"))
+        if quota.get("name") == resource
+    ]
+    return not quotas or any(not _zero(quota.get(limit)) for quota in quotas)
 
 
-def cohort_root(cohort: str, parents: Mapping[str, str]) -> str:
-    """The root of ``cohort``'s tree. Kueue refuses a cycle of parents (it deactivates the
-    queues in it); one met here is named by its smallest member, whichever cohort the walk
-    starts from, so the cycle's queues still share with each other."""
-    seen: list[str] = []
-    while cohort and cohort not in seen:
-        seen.append(cohort)
-        cohort = parents.get(cohort, "")
-    if cohort:  # a cycle: one name for all of it
-        return min(seen[seen.index(cohort) :])
-    return seen[-1] if seen else ""
+def _zero(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return False
+    return quantity_value(str(value)) == 0
 
 
 def kaiwo_quota_scope(
-    obj: Mapping[str, Any], cluster: ClusterState, config: KaiwoConfig, cohorts: Mapping[str, str]
+    obj: Mapping[str, Any], cluster: ClusterState, config: KaiwoConfig, trees: QuotaTrees
 ) -> QuotaScope | None:
     """Where Kueue counts the Kaiwo workload's GPUs (module docstring). Its Job, RayJob or
     AppWrapper carries the queue label, so Kueue queues it in any namespace; a Deployment's
@@ -95,12 +137,12 @@ def kaiwo_quota_scope(
         pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
         if not any(cluster.kueue_workloads_for(object_uid(pod)) for pod in pods):
             return None
-    queue = workload_queue(spec, config)
-    return QuotaScope(cluster_queue=queue, cohort=cohorts.get(queue, ""))
+    vendor = str(spec.get("gpuVendor") or "amd")
+    return trees.scope(workload_queue(spec, config), vendor)
 
 
 def foreign_quota_scope(
-    root: Mapping[str, Any], cluster: ClusterState, cohorts: Mapping[str, str]
+    root: Mapping[str, Any], cluster: ClusterState, trees: QuotaTrees
 ) -> QuotaScope | None:
     """Where Kueue counts the GPUs of a workload no Kaiwo kind owns; None when Kueue does not
     queue it or the planner cannot tell (module docstring)."""
@@ -114,9 +156,9 @@ def foreign_quota_scope(
     cluster_queue = _text(_mapping(_mapping(found).get("spec")).get("clusterQueue"))
     if not cluster_queue:
         cluster_queue = _admitted_cluster_queue(root, cluster)
-    if not cluster_queue or cluster_queue not in cohorts:
+    if not cluster_queue or not trees.knows(cluster_queue):
         return None
-    return QuotaScope(cluster_queue=cluster_queue, cohort=cohorts[cluster_queue])
+    return trees.scope(cluster_queue, gpu_vendor(root))
 
 
 def queue_name_of(root: Mapping[str, Any]) -> str:
@@ -143,3 +185,7 @@ def _text(value: object) -> str:
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _mappings(value: object) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
