@@ -9,12 +9,13 @@ which the later applies under ``kaiwo`` never clear; and a RayJob's creation man
 variable removed from the spec stayed on the child.
 
 Also here, for its namespace's gateway: what a KaiwoService says of its HTTPRoute (decision
-0269), the test playing the Gateway controller the stack does not run.
+0269) and of a Gateway not programmed (decision 0273), the test playing the Gateway controller
+the stack does not run.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -273,6 +274,19 @@ async def gateway_answers(stack: Pipeline, route: str, generation: int, *, accep
     )
 
 
+async def route_says(
+    stack: Pipeline, name: str, status: str, reason: str
+) -> dict[str, Any] | Pending:
+    """The service's ``RouteAccepted`` condition once it says ``status`` for ``reason``."""
+    owner = await stack.kube.get(resources.KAIWO_SERVICE, name, namespace=stack.namespace)
+    said = next(
+        (c for c in owner.get("status", {}).get("conditions") or () if c["type"] == ROUTE), None
+    )
+    if said is None or (said["status"], said["reason"]) != (status, reason):
+        return Pending(f"{ROUTE} {said}")
+    return said
+
+
 async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pipeline) -> None:
     """``RouteAccepted`` follows the route's ``status.parents`` (decision 0269): Unknown while
     no Gateway controller answered, False with the Gateway's reason and a Warning when it
@@ -281,15 +295,8 @@ async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pi
     ns, name = stack.namespace, "routed"
     await stack.kube.create(vllm_service(name, ns, clusterQueue=QUEUE, replicas=1))
 
-    async def route_said(status: str, reason: str) -> dict[str, Any] | Pending:
-        owner = await stack.kube.get(resources.KAIWO_SERVICE, name, namespace=ns)
-        said = next(
-            (c for c in owner.get("status", {}).get("conditions") or () if c["type"] == ROUTE),
-            None,
-        )
-        if said is None or (said["status"], said["reason"]) != (status, reason):
-            return Pending(f"{ROUTE} {said}")
-        return said
+    def route_said(status: str, reason: str) -> Awaitable[dict[str, Any] | Pending]:
+        return route_says(stack, name, status, reason)
 
     route = await eventually(
         lambda: stack.child(resources.HTTP_ROUTE, name), what="the HTTPRoute", within=STEP
@@ -315,3 +322,85 @@ async def test_a_service_tells_what_its_gateway_answered_for_its_route(stack: Pi
     warned = [r for r, _ in await events_of(stack, ns, name, kind="KaiwoService")]
     assert warned.count("RouteNotAccepted") == 1, warned
     await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)
+
+
+def programmed(generation: int, status: str, reason: str, message: str) -> dict[str, Any]:
+    """The Gateway's ``Programmed`` condition as its controller writes it (the test plays it)."""
+    return {
+        "type": "Programmed",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+async def test_a_service_behind_a_gateway_not_programmed_says_so(stack: Pipeline) -> None:
+    """Decision 0273: an accepted route serves only through a programmed Gateway. The
+    Gateway ``gw`` the namespace's config names is made: the API server gives it the Gateway
+    API's default conditions (``Programmed`` Unknown, ``Pending``), and the service's route,
+    accepted, is Unknown; its controller says it is not programmed, and the route is False with
+    a Warning; then programmed, and True. Before, the route said True whatever the Gateway."""
+    ns, name = stack.namespace, "behind"
+    await stack.kube.create(vllm_service(name, ns, clusterQueue=QUEUE, replicas=1))
+    route = await eventually(
+        lambda: stack.child(resources.HTTP_ROUTE, name), what="the HTTPRoute", within=STEP
+    )
+    await gateway_answers(stack, name, route["metadata"]["generation"], accepted=True)
+    await eventually(
+        lambda: route_says(stack, name, "True", "Accepted"), what="accepted", within=STEP
+    )
+
+    gateway = await stack.kube.create(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": ns},
+            "spec": {
+                "gatewayClassName": "example",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        },
+        field_manager="platform",
+    )
+    try:
+        pending = await eventually(
+            lambda: route_says(stack, name, "Unknown", "GatewayNotProgrammed"),
+            what="a Gateway not programmed yet",
+            within=STEP,
+        )
+        assert pending["message"].startswith(
+            f"The Gateway {ns}/gw accepted the HTTPRoute {name} but is not programmed yet (Pending)"
+        )
+        generation = gateway["metadata"]["generation"]
+
+        async def gateway_says(status: str, reason: str, message: str) -> None:
+            await stack.kube.patch_status(
+                resources.GATEWAY,
+                "gw",
+                {"conditions": [programmed(generation, status, reason, message)]},
+                namespace=ns,
+                field_manager="gateway-controller",
+                method="merge",
+            )
+
+        await gateway_says("False", "AddressNotAssigned", "no address for gw")
+        down = await eventually(
+            lambda: route_says(stack, name, "False", "GatewayNotProgrammed"),
+            what="a Gateway not programmed",
+            within=STEP,
+        )
+        assert down["message"] == (
+            f"The Gateway {ns}/gw accepted the HTTPRoute {name} but is not programmed "
+            "(AddressNotAssigned): no address for gw"
+        )
+        await has_events(stack, ns, name, "GatewayNotProgrammed", kind="KaiwoService")
+
+        await gateway_says("True", "Programmed", "")
+        await eventually(
+            lambda: route_says(stack, name, "True", "Accepted"), what="programmed", within=STEP
+        )
+    finally:
+        await stack.kube.delete(resources.GATEWAY, "gw", namespace=ns)
+        await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)

@@ -235,7 +235,8 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
             for verb in ("list", "watch")
         ),
     }
-    assert len(custom) == 19  # GpuWorkloads, RayClusters (0047) and Kueue Cohorts (0271)
+    # GpuWorkloads, RayClusters (0047), Kueue Cohorts (0271) and Gateways (0273)
+    assert len(custom) == 20
     assert writes("watcher") == {}
 
 

@@ -843,3 +843,32 @@ def test_a_cohort_that_appears_goes_or_changes_replans_every_workload_and_gpu_wo
     research["spec"] = {}
     assert replanned(research) == (record_ref, *EVERY_WORKLOAD)
     assert replanned(research, "DELETED") == (record_ref, *EVERY_WORKLOAD)
+
+
+def test_a_gateway_that_appears_goes_or_changes_whether_it_is_programmed_replans_services(
+    projection: Projection,
+) -> None:
+    """A KaiwoService's route serves only through a programmed Gateway (decision 0273); the
+    routes its listeners count move with every route attached, and re-plan nothing."""
+    replanned = replanning(projection)
+
+    def programmed(status: str) -> dict[str, Any]:
+        return {"type": "Programmed", "status": status, "reason": "Programmed", "message": ""}
+
+    gateway = obj(
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        "kgw",
+        "gw-uid",
+        namespace="gateway-system",
+        spec={"gatewayClassName": "example"},
+        status={"conditions": [programmed("Unknown")], "listeners": [{"attachedRoutes": 0}]},
+    )
+    assert replanned(gateway, "ADDED") == (SERVE,)
+    gateway["status"]["listeners"] = [{"attachedRoutes": 1}]
+    assert replanned(gateway) == ()
+    gateway["status"]["conditions"] = [programmed("True")]
+    assert replanned(gateway) == (SERVE,)
+    gateway["spec"] = {"gatewayClassName": "other"}
+    assert replanned(gateway) == ()
+    assert replanned(gateway, "DELETED") == (SERVE,)

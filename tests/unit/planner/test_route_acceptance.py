@@ -203,6 +203,72 @@ def test_a_reason_the_api_server_would_refuse_is_replaced():
     )
 
 
+def gateway(*programmed: tuple[str, str, str]) -> dict[str, Any]:
+    """The Gateway ``kgw`` as observed; ``programmed`` its ``Programmed`` condition (status,
+    reason, message), if it says one."""
+    conditions = [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""},
+        *(
+            {"type": "Programmed", "status": status, "reason": reason, "message": message}
+            for status, reason, message in programmed
+        ),
+    ]
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "kgw", "namespace": "gateway-system", "uid": "gw-uid"},
+        "spec": {"gatewayClassName": "example", "listeners": []},
+        "status": {"conditions": conditions, "listeners": []},
+    }
+
+
+NOT_PROGRAMMED = ("False", "AddressNotAssigned", "no address\n could be assigned")
+
+
+def test_a_route_accepted_by_a_gateway_not_programmed_is_false_with_the_gateways_words():
+    """Decision 0273: the Gateway's data plane is not set up, so nothing reaches the route."""
+    route = observed_route(answer(ACCEPTED, RESOLVED))
+
+    verdict = route_condition(desired_route(), route, {}, gateway(NOT_PROGRAMMED))
+
+    assert verdict == ConditionSpec(
+        "RouteAccepted",
+        "False",
+        "GatewayNotProgrammed",
+        "The Gateway gateway-system/kgw accepted the HTTPRoute chat but is not programmed "
+        "(AddressNotAssigned): no address could be assigned",
+    )
+    pending = gateway(("Unknown", "Pending", ""))
+    assert route_condition(desired_route(), route, {}, pending) == ConditionSpec(
+        "RouteAccepted",
+        "Unknown",
+        "GatewayNotProgrammed",
+        "The Gateway gateway-system/kgw accepted the HTTPRoute chat but is not programmed yet "
+        "(Pending)",
+    )
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [gateway(("True", "Programmed", "")), gateway(), None],
+    ids=["programmed", "says-nothing-of-it", "not-seen"],
+)
+def test_a_gateway_programmed_not_seen_or_silent_leaves_the_routes_answer(seen):
+    route = observed_route(answer(ACCEPTED, RESOLVED))
+
+    verdict = route_condition(desired_route(), route, {}, seen)
+
+    assert verdict is not None and (verdict.status, verdict.reason) == ("True", "Accepted")
+
+
+def test_a_refused_route_is_told_as_refused_whatever_its_gateway_says():
+    route = observed_route(answer(REFUSED, RESOLVED))
+
+    verdict = route_condition(desired_route(), route, {}, gateway(NOT_PROGRAMMED))
+
+    assert verdict is not None and verdict.reason == "NotAllowedByListeners"
+
+
 # ------------------------------------------------------------------ in a KaiwoService's plan
 
 
@@ -210,11 +276,14 @@ SERVICE_SPEC = {"user": "bo@example.com", "image": "vllm:1", "replicas": 1, "ent
 
 
 def service_plan(
-    one_node_cluster_with, route: dict[str, Any] | None, status: dict[str, Any] | None
+    one_node_cluster_with,
+    route: dict[str, Any] | None,
+    status: dict[str, Any] | None,
+    *others: dict[str, Any],
 ):
     owner = kaiwo_service(SERVICE_SPEC, status=status)
     config = aim_namespace_config({"gateway": {"name": "kgw", "namespace": "gateway-system"}})
-    objects = [owner, config, *([route] if route is not None else [])]
+    objects = [owner, config, *([route] if route is not None else []), *others]
     plan = planned(owner=owner, cluster=one_node_cluster_with(*objects), now=NOW)
     assert plan is not None
     return plan
@@ -257,3 +326,24 @@ def test_a_job_says_nothing_of_a_route(one_node_cluster_with):
 
     assert plan is not None and plan.status is not None
     assert "RouteAccepted" not in [c["type"] for c in plan.status["conditions"]]
+
+
+def test_a_service_behind_a_gateway_not_programmed_says_so_and_is_warned_once(
+    one_node_cluster_with,
+):
+    route = observed_route(answer(ACCEPTED, RESOLVED, seen=1), generation=1)
+    down = gateway(NOT_PROGRAMMED)
+
+    plan = service_plan(one_node_cluster_with, route, None, down)
+
+    said = condition(plan, "RouteAccepted")
+    assert (said["status"], said["reason"]) == ("False", "GatewayNotProgrammed")
+    warned = EventIntent(type="Warning", reason="GatewayNotProgrammed", message=said["message"])
+    assert warned in plan.events
+    assert [e for e in plan.events if e.reason == "RouteNotAccepted"] == []
+    again = service_plan(one_node_cluster_with, route, plan.status, down)
+    assert [e for e in again.events if e.type == "Warning"] == []
+    up = service_plan(
+        one_node_cluster_with, route, plan.status, gateway(("True", "Programmed", ""))
+    )
+    assert condition(up, "RouteAccepted")["status"] == "True"

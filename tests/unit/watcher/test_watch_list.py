@@ -69,10 +69,12 @@ def test_pods_and_ray_services_by_run_id_and_workloads_nodes_namespaces_priority
     assert found["workloadpriorityclasses.kueue.x-k8s.io/v1beta1"] is None
     # Quota is lent across a Kueue cohort tree (decision 0271).
     assert found["cohorts.kueue.x-k8s.io/v1beta1"] is None
+    # A route serves only through a programmed Gateway, anyone's (decision 0273).
+    assert found["gateways.gateway.networking.k8s.io/v1"] is None
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 2 + 1 + 6 + 1
+    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 2 + 1 + 6 + 1 + 1
 
 
 def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():

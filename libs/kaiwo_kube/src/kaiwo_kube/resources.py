@@ -89,6 +89,7 @@ RAY_JOB = _t("ray.io/v1", "rayjobs", "RayJob")
 RAY_SERVICE = _t("ray.io/v1", "rayservices", "RayService")
 APP_WRAPPER = _t("workload.codeflare.dev/v1beta2", "appwrappers", "AppWrapper")
 HTTP_ROUTE = _t("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute")
+GATEWAY = _t("gateway.networking.k8s.io/v1", "gateways", "Gateway")
 # Model children: the Role letting adapter loaders label their own Pods, and its binding.
 ROLE = _t("rbac.authorization.k8s.io/v1", "roles", "Role")
 ROLE_BINDING = _t("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
@@ -133,7 +134,7 @@ CUSTOM_RESOURCE_DEFINITION = _t(
 CATALOGUE: tuple[ResourceType, ...] = (
     KAIWO_JOB, KAIWO_SERVICE, KAIWO_QUEUE_CONFIG, KAIWO_CONFIG, AIM_NAMESPACE_CONFIG,
     KUBEAI_MODEL, GPU_WORKLOAD, JOB, DEPLOYMENT, STATEFUL_SET, REPLICA_SET, RAY_JOB,
-    RAY_CLUSTER, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE, ROLE, ROLE_BINDING,
+    RAY_CLUSTER, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE, GATEWAY, ROLE, ROLE_BINDING,
     KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
     KUEUE_WORKLOAD, KUEUE_TOPOLOGY, KUEUE_COHORT, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET,
     SERVICE, POD, BINDING, NODE, PRIORITY_CLASS, NAMESPACE, EVENT, LEASE,

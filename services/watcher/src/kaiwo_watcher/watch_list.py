@@ -26,7 +26,8 @@
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Kueue Cohorts (the
   tree their ``parentName`` makes: quota is lent across it, decision 0271), Nodes, Namespaces,
   PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
-  one a platform team made, decision 0045): every object.
+  one a platform team made, decision 0045), Gateways (a KaiwoService's route serves only
+  through a programmed one, decision 0273): every object.
 * The roots of GPU workloads no Kaiwo kind owns (decision 0047), a second stream of each kind
   (key ``<plural>#gpu``): Jobs, Deployments, StatefulSets, RayJobs and RayClusters without
   the ``kaiwo.silogen.ai/owner-uid`` label, and Pods without any label a controller puts on
@@ -220,6 +221,7 @@ def default_watch_list(
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
         WatchTarget(resource=resources.KUEUE_COHORT),
+        WatchTarget(resource=resources.GATEWAY),
         WatchTarget(resource=resources.NODE),
         WatchTarget(resource=resources.NAMESPACE),
         WatchTarget(resource=resources.PRIORITY_CLASS),

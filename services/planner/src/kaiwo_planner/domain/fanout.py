@@ -41,6 +41,9 @@ whose plans carry only a Warning Event when they are invalid). An observed chang
   the GpuWorkloads (of the LocalQueue's namespace): where Kueue counts a workload no Kaiwo
   kind owns follows them (decision 0270); a Kueue Cohort likewise: the GpuWorkloads and every
   workload (quota is lent across the cohort tree, decision 0271);
+* a Gateway (the Gateway API's) that appears, goes or changes whether it is programmed: every
+  KaiwoService, whose ``RouteAccepted`` follows it (decision 0273); not the attached-route
+  counts of its listeners, which move with every route;
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
   system configuration, AIMNamespaceConfigs and cache volumes concern Models too
   (:mod:`kaiwo_planner.domain.models.replanning`);
@@ -101,6 +104,7 @@ PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
 WORKLOAD_PRIORITY_CLASS: Final = (KUEUE_GROUP, "WorkloadPriorityClass")
 LOCAL_QUEUE: Final = (KUEUE_GROUP, "LocalQueue")
 GPU_WORKLOAD: Final = (KAIWO_GROUP, "GpuWorkload")
+GATEWAY: Final = ("gateway.networking.k8s.io", "Gateway")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
 OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
@@ -175,6 +179,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_workloads_beside_a_default_queue(change, projection),
             *_workloads_of_a_queues_flavors(change, projection),
             *_owners_of_a_quota_scope(change, projection),
+            *_services_behind_a_gateway(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -251,6 +256,32 @@ def _spec_moved(change: Change) -> bool:
     previous = change.previous
     spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
     return change.deleted or not spec_kept
+
+
+def _services_behind_a_gateway(change: Change, projection: Projection) -> list[ObjectRef]:
+    """Every KaiwoService, when a Gateway appeared, went, or changed its ``Programmed``
+    condition (module docstring)."""
+    # The kind first: every change of a child passes here.
+    if change.kind != GATEWAY[1] or change.group != GATEWAY[0]:
+        return []
+    previous = change.previous
+    programmed_kept = previous is not None and _programmed(previous) == _programmed(change.object)
+    if programmed_kept and not change.deleted:
+        return []
+    return [
+        ObjectRef.of(obj)
+        for obj in projection.objects_of_kind(group=KAIWO_SERVICE[0], kind=KAIWO_SERVICE[1])
+    ]
+
+
+def _programmed(gateway: Mapping[str, Any]) -> object:
+    status = gateway.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return None
+    return next(
+        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Programmed"), None
+    )
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:

@@ -72,6 +72,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
 from kaiwo_planner.domain.children.downloads import claims_made_anew
+from kaiwo_planner.domain.children.http_route import GATEWAY_GROUP
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.kind_switch import (
@@ -156,6 +157,7 @@ from kaiwo_planner.domain.status.gpu_idle import (
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
 from kaiwo_planner.domain.status.route_acceptance import (
+    REASON_GATEWAY_NOT_PROGRAMMED,
     REASON_NO_GATEWAY,
     ROUTE_ACCEPTED,
     ROUTE_NOT_ACCEPTED_EVENT,
@@ -574,8 +576,18 @@ def _route_conditions(
         if desired is not None
         else None
     )
-    condition = route_condition(desired, observed, previous)
+    condition = route_condition(desired, observed, previous, _gateway_of(desired, cluster))
     return () if condition is None else (condition,)
+
+
+def _gateway_of(route: Mapping[str, Any] | None, cluster: ClusterState) -> Mapping[str, Any] | None:
+    """The observed Gateway the desired ``route`` attaches to (None: no route, or not seen)."""
+    if route is None:
+        return None
+    parent = route["spec"]["parentRefs"][0]
+    return cluster.find_object(
+        group=GATEWAY_GROUP, kind="Gateway", name=parent["name"], namespace=parent["namespace"]
+    )
 
 
 def _desired_and_prune(
@@ -819,8 +831,9 @@ def _volume_made_anew_events(
 def _route_events(
     status: Mapping[str, Any], previous: Mapping[str, Any]
 ) -> tuple[EventIntent, ...]:
-    """A Warning when ``RouteAccepted`` first says the Gateway refuses the route, or says why
-    in other words (decision 0269); not for a gateway taken out of the config."""
+    """A Warning when ``RouteAccepted`` first says the Gateway refuses the route or is not
+    programmed, or says why in other words (decisions 0269, 0273); not for a gateway taken out
+    of the config."""
     told = _newly_said(
         status,
         previous,
@@ -829,11 +842,12 @@ def _route_events(
     )
     if told is None:
         return ()
-    return (
-        EventIntent(
-            type="Warning", reason=ROUTE_NOT_ACCEPTED_EVENT, message=str(told.get("message"))
-        ),
+    reason = (
+        REASON_GATEWAY_NOT_PROGRAMMED
+        if told.get("reason") == REASON_GATEWAY_NOT_PROGRAMMED
+        else ROUTE_NOT_ACCEPTED_EVENT
     )
+    return (EventIntent(type="Warning", reason=reason, message=str(told.get("message"))),)
 
 
 def _child_spec_events(

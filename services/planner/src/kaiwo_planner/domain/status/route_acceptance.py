@@ -12,6 +12,12 @@ no answer for today's generation is there (no controller serves the Gateway, or 
 seen the route yet). A namespace whose config no longer names a gateway turns an earlier
 condition False (``NoGateway``): conditions are never removed, and a stale True would say the
 service is still routed.
+
+An accepted route serves only through a Gateway that is programmed (its data plane set up:
+the Gateway's own ``Programmed`` condition, decision 0273). A route accepted by a Gateway that
+says it is not programmed, or not yet, is False or Unknown with ``GatewayNotProgrammed`` and
+the Gateway's own reason and words; a Gateway the planner does not see, or one that says
+nothing of it (older controllers), leaves the route's answer as it is.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ REASON_NOT_ACCEPTED: Final = "NotAccepted"
 REASON_REFS_NOT_RESOLVED: Final = "RefsNotResolved"
 REASON_GATEWAY_NOT_ANSWERED: Final = "GatewayNotAnswered"
 REASON_NO_GATEWAY: Final = "NoGateway"
+REASON_GATEWAY_NOT_PROGRAMMED: Final = "GatewayNotProgrammed"
 ROUTE_NOT_ACCEPTED_EVENT: Final = "RouteNotAccepted"
 
 _MESSAGE_LIMIT: Final = 512
@@ -41,10 +48,12 @@ def route_condition(
     desired: Mapping[str, Any] | None,
     observed: Mapping[str, Any] | None,
     previous_status: Mapping[str, Any],
+    gateway_object: Mapping[str, Any] | None = None,
 ) -> ConditionSpec | None:
     """``RouteAccepted`` for a workload whose plan makes the HTTPRoute ``desired`` (None: it
-    makes none), given the route as observed (None: not made yet). None when there is no route
-    and the workload never said anything of one."""
+    makes none), given the route as observed (None: not made yet) and the Gateway it names as
+    observed (None: not seen). None when there is no route and the workload never said
+    anything of one."""
     if desired is None:
         if condition_of(previous_status, ROUTE_ACCEPTED) is None:
             return None
@@ -71,7 +80,31 @@ def route_condition(
         for answer in (observed.get("status") or {}).get("parents") or ()
         if isinstance(answer, Mapping) and _same_parent(answer.get("parentRef"), parent, namespace)
     ]
-    return _verdict(answers, generation=generation, route=name, gateway=gateway)
+    verdict = _verdict(answers, generation=generation, route=name, gateway=gateway)
+    if verdict.status != "True" or gateway_object is None:
+        return verdict
+    return _unless_not_programmed(verdict, gateway_object, route=name, gateway=gateway)
+
+
+def _unless_not_programmed(
+    accepted: ConditionSpec, gateway_object: Mapping[str, Any], *, route: str, gateway: str
+) -> ConditionSpec:
+    """``accepted``, unless the Gateway says it is not programmed, or not yet."""
+    status = gateway_object.get("status")
+    conditions = _conditions_by_type(status) if isinstance(status, Mapping) else {}
+    programmed = conditions.get("Programmed")
+    if programmed is None or _status(programmed) not in ("False", "Unknown"):
+        return accepted
+    refused = _status(programmed) == "False"
+    reason = str(programmed.get("reason") or "")
+    why = f" ({reason})" if _REASON.match(reason) else ""
+    return ConditionSpec(
+        ROUTE_ACCEPTED,
+        "False" if refused else "Unknown",
+        REASON_GATEWAY_NOT_PROGRAMMED,
+        f"The Gateway {gateway} accepted the HTTPRoute {route} but is not programmed"
+        f"{'' if refused else ' yet'}{why}{_told(programmed)}",
+    )
 
 
 def _verdict(
