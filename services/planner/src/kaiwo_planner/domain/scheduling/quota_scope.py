@@ -9,8 +9,8 @@ idle preemption asks where both the victim and the waiting workload are counted
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
   default; the operator's LocalQueue carries that name), the observed ClusterQueue of that
-  name. A Deployment-based KaiwoService none of whose pods Kueue made a
-  Workload for (a namespace Kueue does not manage) holds no quota: unknown.
+  name. A Deployment-based KaiwoService none of whose pods Kueue made a Workload for (a
+  namespace Kueue does not manage) holds no quota: unknown.
 * **A GPU workload no Kaiwo kind owns** (decision 0047): Kueue queues it by its
   ``kueue.x-k8s.io/queue-name`` label (on the object, or on a Deployment's or StatefulSet's
   pod template, which Kueue's pod integration reads), naming a LocalQueue of its namespace;
