@@ -25,7 +25,7 @@ from kaiwo_contracts.events.permissions import (
 )
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.nats_connection import NatsConnection
+from kaiwo_runtime.nats_connection import NatsConnection, connect_client, flush_written
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer
 
@@ -204,3 +204,30 @@ async def test_tail_refused_its_subjects_exits_2_naming_the_key_and_the_one_that
             await admin.close()
         assert (code, err) == (0, ""), err
         assert "obs.observed.v1" in out
+
+
+async def test_a_flush_returns_once_the_server_answered_every_subscription_before_it(
+    tmp_path: Path,
+) -> None:
+    """nats-py writes a flush's PING ahead of the subscriptions still in its buffer, so the
+    server answered it before refusing them, and tail, woken by the first refusal, named only
+    the subjects refused so far (seen on a loaded CI machine: ``kaiwo.res.>`` alone).
+    ``flush_written`` returns after every refusal of the subscriptions made before it."""
+    credentials = write_credentials(tmp_path / "credentials", operator_identities(bus_topology()))
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        refused: list[str] = []
+
+        async def note(error: Exception) -> None:
+            refused.append(str(error))
+
+        connection = NatsConnection(url=server.url, credentials_file=credentials.seed(SUBSCRIBER))
+        client = await connect_client(connection, error_cb=note)
+        try:
+            subjects = ("kaiwo.res.>", "kaiwo.mon.>", "kaiwo.gateway.>")
+            for subject in subjects:
+                await client.subscribe(subject)
+            await flush_written(client, seconds=5)
+            assert len(refused) == len(subjects), refused
+            assert all("permissions violation for subscription" in e.lower() for e in refused)
+        finally:
+            await client.close()

@@ -124,3 +124,16 @@ def _credentials_options(path: Path) -> dict[str, Any]:
 async def connect_client(connection: NatsConnection, **options: Any) -> Client:
     """``nats.connect`` with ``connection``'s settings; ``options`` add or override others."""
     return await nats.connect(**{**connection.connect_options(), **options})
+
+
+async def flush_written(client: Client, *, seconds: int) -> None:
+    """Return once the server has taken in every command written before the call.
+
+    nats-py (2.16) writes a flush's PING straight to the socket, while the commands before it
+    (subscriptions, acknowledgements) wait in its buffer for its flusher task: the server may
+    answer the PING before it reads them. A first flush lets the flusher write them (its
+    round trip yields to it); the second PING then goes after them, and its answer after the
+    server's replies to them (a refused subscription's error among them). Each PING waits at
+    most ``seconds``."""
+    await client.flush(timeout=seconds)
+    await client.flush(timeout=seconds)

@@ -20,6 +20,7 @@ from kaiwo_runtime.nats_connection import (
     ClientTls,
     NatsConnection,
     connect_client,
+    flush_written,
 )
 from kaiwo_runtime.redaction import redact_secrets
 from rich.console import Console
@@ -170,7 +171,7 @@ async def _tail(
         # The server refuses a subscription with an error before it answers the flush's
         # ping, and keeps the connection: without this, tail waited for good on nothing.
         try:
-            await client.flush(timeout=5)
+            await flush_written(client, seconds=5)
         except CONNECT_ERRORS as error:
             raise CommandError(
                 f"NATS at {connection.redacted_url} did not answer: {redact_secrets(str(error))}"
