@@ -8,6 +8,8 @@ of a resource group in the other order (Kueue tries them in that order) and a na
 ``namespaceSelector``. Each field is one the operator's forced apply
 sets whole (atomic in Kueue's CRD), so its next apply undoes the edit; the test fails if the
 edit is never seen (the status stays READY on the edited queue) or never undone.
+
+A ``cohort`` the spec leaves unset, added by hand, is left, and told (decision 0274).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.test_real_stack import events_of, has_events
 from tests.real_cluster import RealCluster
 
 pytestmark = [
@@ -162,3 +165,52 @@ async def test_a_cluster_queue_edited_by_hand_is_put_back_and_only_then_ready(
         if "f:resourceGroups" in str(entry.get("fieldsV1"))
     }
     assert owners == {"kaiwo"}
+
+
+SET_ELSEWHERE: Final = (
+    f"ClusterQueue {QUEUE} is in cohort by-hand, set outside the KaiwoQueueConfig, which leaves "
+    "what it does not set: Kueue lends the queue's unused quota to its cohort and lets it "
+    "borrow there. Name the cohort in the KaiwoQueueConfig to keep it, or remove it from the "
+    "ClusterQueue"
+)
+
+
+async def test_a_cohort_added_by_hand_is_left_and_told(stack: Pipeline) -> None:
+    """Decision 0274: a ``cohort`` the spec leaves unset, added by hand, stays (the operator's
+    forced apply cannot remove another manager's field, decision 0226), and the queue now
+    lends and borrows there: the KaiwoQueueConfig says so on its Ready condition, with one
+    Warning Event, and no longer once the cohort is taken off. Before, it said nothing."""
+    kube = stack.kube
+    suffix = uuid.uuid4().hex[:6]
+    await apply_queue_config(kube, queue_config_spec(f"first-{suffix}", f"second-{suffix}"))
+
+    async def says(message: str, what: str) -> None:
+        async def check() -> bool | Pending:
+            found = await kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+            status = found.get("status") or {}
+            if status.get("status") == "READY" and ready(found).get("message") == message:
+                return True
+            return Pending(str(status))
+
+        await eventually(check, what=what, within=STEP)
+
+    await says(MATCH, "READY on the queue as applied")
+    await kube.merge_patch(
+        resources.KUEUE_CLUSTER_QUEUE, QUEUE, {"spec": {"cohort": "by-hand"}}, field_manager=HAND
+    )
+    await says(f"{MATCH}; {SET_ELSEWHERE}", "the cohort set by hand told")
+    await has_events(
+        stack, "default", actors.QUEUE_CONFIG, "KueueFieldsSetElsewhere", kind="KaiwoQueueConfig"
+    )
+    queue = await kube.get(resources.KUEUE_CLUSTER_QUEUE, QUEUE)
+    assert queue["spec"]["cohort"] == "by-hand"  # left, as 0226 has it
+
+    await kube.json_patch(
+        resources.KUEUE_CLUSTER_QUEUE,
+        QUEUE,
+        [{"op": "remove", "path": "/spec/cohort"}],
+        field_manager=HAND,
+    )
+    await says(MATCH, "nothing told once the cohort is taken off")
+    told = await events_of(stack, "default", actors.QUEUE_CONFIG, kind="KaiwoQueueConfig")
+    assert [m for r, m in told if r == "KueueFieldsSetElsewhere"] == [SET_ELSEWHERE]

@@ -453,7 +453,7 @@ QUEUE_AS_SERVED = {
 UPDATING = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
 
-def two_flavor_plan(queue_spec: dict[str, Any]) -> Plan:
+def two_flavor_plan(queue_spec: dict[str, Any], status: dict[str, Any] | None = None) -> Plan:
     flavors = [
         kueue(
             "ResourceFlavor",
@@ -468,7 +468,9 @@ def two_flavor_plan(queue_spec: dict[str, Any]) -> Plan:
             uid="rf-b",
         ),
     ]
-    return plan(TWO_FLAVORS, *flavors, kueue("ClusterQueue", "q", queue_spec, uid="cq-1"))
+    return plan(
+        TWO_FLAVORS, *flavors, kueue("ClusterQueue", "q", queue_spec, uid="cq-1"), status=status
+    )
 
 
 def edited(edit: Any) -> dict[str, Any]:
@@ -520,8 +522,28 @@ def test_a_queue_given_more_quota_by_hand_is_not_ready() -> None:
         assert ready_condition(two_flavor_plan(edited(edit)))["message"] == UPDATING, edit.__name__
 
 
-def test_a_cohort_another_manager_added_is_left_as_it_is() -> None:
+SET_ELSEWHERE = (
+    "ClusterQueue q is in cohort someone-elses, set outside the KaiwoQueueConfig, which leaves "
+    "what it does not set: Kueue lends the queue's unused quota to its cohort and lets it "
+    "borrow there. Name the cohort in the KaiwoQueueConfig to keep it, or remove it from the "
+    "ClusterQueue"
+)
+
+
+def test_a_cohort_another_manager_added_is_left_as_it_is_and_told() -> None:
     # The operator sends no cohort: its forced apply cannot take away another manager's field
-    # (checked on the real API server), so it neither counts nor is asked again (0226).
+    # (checked on the real API server), so it neither counts nor is asked again (0226); the
+    # queue lends and borrows there, which the KaiwoQueueConfig says, once (0274).
     p = two_flavor_plan(edited(lambda s: s.update(cohort="someone-elses")))
-    assert ready_condition(p)["reason"] == "KueueObjectsMatch"
+    said = ready_condition(p)
+    assert (said["reason"], said["message"]) == (
+        "KueueObjectsMatch",
+        f"Kueue objects match the KaiwoQueueConfig; {SET_ELSEWHERE}",
+    )
+    told = [e for e in p.events if e.reason == "KueueFieldsSetElsewhere"]
+    assert [(e.type, e.message) for e in told] == [("Warning", SET_ELSEWHERE)]
+
+    again = two_flavor_plan(edited(lambda s: s.update(cohort="someone-elses")), p.status)
+    assert [e for e in again.events if e.reason == "KueueFieldsSetElsewhere"] == []
+    gone = two_flavor_plan(copy.deepcopy(QUEUE_AS_SERVED), p.status)
+    assert ready_condition(gone)["message"] == "Kueue objects match the KaiwoQueueConfig"

@@ -226,6 +226,30 @@ def judge_kueue_objects(
     return tuple(verdicts)
 
 
+def cohorts_set_elsewhere(
+    judged: Sequence[ObjectVerdict], *, cluster: ClusterState
+) -> tuple[str, ...]:
+    """Each ClusterQueue as desired whose observed ``cohort`` (``cohortName`` in v1beta2)
+    the spec leaves unset: set by hand or by another controller, and left, since the
+    operator's apply cannot remove another manager's field (decision 0226). Kueue lends the
+    queue's unused quota to that cohort and lets it borrow there, and idle preemption
+    follows Kueue (decision 0272), so the KaiwoQueueConfig says so (decision 0274)."""
+    found = []
+    for verdict in judged:
+        manifest = verdict.manifest
+        if verdict.state != "ok" or manifest.get("kind") != "ClusterQueue":
+            continue
+        if (manifest.get("spec") or {}).get("cohort"):
+            continue
+        name = str((manifest.get("metadata") or {}).get("name"))
+        live = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=name)
+        spec = (live or {}).get("spec") or {}
+        cohort = spec.get("cohort") or spec.get("cohortName")
+        if isinstance(cohort, str) and cohort:
+            found.append(f"ClusterQueue {name} is in cohort {cohort}")
+    return tuple(found)
+
+
 def leaving_objects(
     desired: Sequence[Mapping[str, Any]], *, cluster: ClusterState, owner_uid: str | None
 ) -> tuple[ObjectVerdict, ...]:

@@ -95,6 +95,7 @@ from kaiwo_planner.domain.queues.kueue_objects import (
 )
 from kaiwo_planner.domain.queues.kueue_sync import (
     KUEUE_GROUP,
+    cohorts_set_elsewhere,
     inactive_queues,
     judge_kueue_objects,
     leaving_objects,
@@ -115,6 +116,7 @@ from kaiwo_planner.domain.queues.queue_config_status import (
     queue_config_status,
     ready_condition,
     recreate_events,
+    set_elsewhere_note,
 )
 from kaiwo_planner.domain.queues.quota_held_back import (
     HeldBack,
@@ -213,6 +215,7 @@ def plan_queue_config(
             pools_in_force=_discovered_in_force(spec, queue_config.spec, pools),
         ),
     ]
+    set_elsewhere = set_elsewhere_note(cohorts_set_elsewhere(judged, cluster=cluster))
     verdict = ready_condition(
         spec,
         missing_namespaces,
@@ -228,9 +231,10 @@ def plan_queue_config(
         inactive=inactive_queues(spec, cluster=cluster),
         leaving=leaving_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid),
         held_back=held_back,
+        set_elsewhere=set_elsewhere,
     )
     status, events = queue_config_status(
-        previous_status, verdict, generation=meta.generation, now=now
+        previous_status, verdict, generation=meta.generation, now=now, set_elsewhere=set_elsewhere
     )
     deletions = sorted(
         ((v.delete, v.release) for v in judged if v.delete is not None),

@@ -76,6 +76,7 @@ def ready_condition(
     inactive: Sequence[InactiveQueue] = (),
     leaving: Sequence[ObjectVerdict] = (),
     held_back: HeldBack | None = None,
+    set_elsewhere: str = "",
 ) -> ConditionSpec:
     """The Ready condition: the first problem found, or that the objects match.
 
@@ -84,7 +85,9 @@ def ready_condition(
     ``leaving``: objects the spec no longer holds that Kueue keeps while admitted workloads
     use them (:func:`~kaiwo_planner.domain.queues.kueue_sync.leaving_objects`).
     ``held_back``: the default ClusterQueue's quota lowered while such a queue still holds
-    some of the same nodes (decision 0142): said after them, in the same condition."""
+    some of the same nodes (decision 0142): said after them, in the same condition.
+    ``set_elsewhere``: the note of what the observed objects carry that the spec leaves unset
+    (:func:`set_elsewhere_note`), said after a match."""
     spec_problem = _spec_problem(spec, missing_namespaces)
     if spec_problem is not None:
         return spec_problem
@@ -115,7 +118,23 @@ def ready_condition(
         READY_CONDITION,
         "True",
         "KueueObjectsMatch",
-        "Kueue objects match the KaiwoQueueConfig" + generated,
+        "Kueue objects match the KaiwoQueueConfig" + generated + set_elsewhere,
+    )
+
+
+SET_ELSEWHERE_REASON = "KueueFieldsSetElsewhere"
+
+
+def set_elsewhere_note(set_elsewhere: Sequence[str]) -> str:
+    """The part of the Ready message that names fields set outside the KaiwoQueueConfig
+    (decision 0274); empty when there are none."""
+    if not set_elsewhere:
+        return ""
+    named = first_few(list(set_elsewhere), shown=MAX_OBJECTS_NAMED, separator="; ")
+    return (
+        f"; {named}, set outside the KaiwoQueueConfig, which leaves what it does not set: "
+        "Kueue lends the queue's unused quota to its cohort and lets it borrow there. Name "
+        "the cohort in the KaiwoQueueConfig to keep it, or remove it from the ClusterQueue"
     )
 
 
@@ -177,8 +196,10 @@ def queue_config_status(
     *,
     generation: int | None,
     now: datetime,
+    set_elsewhere: str = "",
 ) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
-    """The status with ``verdict`` merged, and the Events of a change of phase."""
+    """The status with ``verdict`` merged, and the Events of a change of phase; and a Warning
+    when a READY verdict names other fields ``set_elsewhere`` (the note it ends with)."""
     if verdict.status == "True":
         phase = WorkloadStatus.READY
     elif verdict.reason in (PENDING_REASON, IN_USE_REASON):
@@ -203,12 +224,26 @@ def queue_config_status(
         if before.get("reason") == IN_USE_REASON and before.get("message") == verdict.message:
             return status, ()
         return status, (EventIntent(type="Warning", reason=IN_USE_REASON, message=verdict.message),)
+    told = _set_elsewhere_told(before, verdict, set_elsewhere)
     if previous.get("status") == phase.value or phase is WorkloadStatus.PENDING:
-        return status, ()
+        return status, told
     if phase is WorkloadStatus.READY:
         return status, (
             EventIntent(type="Normal", reason="KaiwoQueueConfigReady", message=verdict.message),
+            *told,
         )
     return status, (
         EventIntent(type="Warning", reason="KaiwoQueueConfigFailed", message=verdict.message),
     )
+
+
+def _set_elsewhere_told(
+    before: Mapping[str, Any], verdict: ConditionSpec, note: str
+) -> tuple[EventIntent, ...]:
+    """A Warning when a READY verdict first carries ``note`` (:func:`set_elsewhere_note`), or
+    another one than the Ready condition said before."""
+    if verdict.status != "True" or not note:
+        return ()
+    if before.get("status") == "True" and str(before.get("message") or "").endswith(note):
+        return ()
+    return (EventIntent(type="Warning", reason=SET_ELSEWHERE_REASON, message=note[2:]),)
