@@ -453,7 +453,12 @@ QUEUE_AS_SERVED = {
 UPDATING = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
 
-def two_flavor_plan(queue_spec: dict[str, Any], status: dict[str, Any] | None = None) -> Plan:
+def two_flavor_plan(
+    queue_spec: dict[str, Any],
+    status: dict[str, Any] | None = None,
+    *,
+    queue_config: dict[str, Any] = TWO_FLAVORS,
+) -> Plan:
     flavors = [
         kueue(
             "ResourceFlavor",
@@ -469,7 +474,7 @@ def two_flavor_plan(queue_spec: dict[str, Any], status: dict[str, Any] | None = 
         ),
     ]
     return plan(
-        TWO_FLAVORS, *flavors, kueue("ClusterQueue", "q", queue_spec, uid="cq-1"), status=status
+        queue_config, *flavors, kueue("ClusterQueue", "q", queue_spec, uid="cq-1"), status=status
     )
 
 
@@ -547,3 +552,17 @@ def test_a_cohort_another_manager_added_is_left_as_it_is_and_told() -> None:
     assert [e for e in again.events if e.reason == "KueueFieldsSetElsewhere"] == []
     gone = two_flavor_plan(copy.deepcopy(QUEUE_AS_SERVED), p.status)
     assert ready_condition(gone)["message"] == "Kueue objects match the KaiwoQueueConfig"
+
+
+def test_a_cohort_set_elsewhere_under_kueues_v1beta2_name_is_told_and_one_the_spec_names_not():
+    v1beta2 = two_flavor_plan(edited(lambda s: s.update(cohortName="someone-elses")))
+    assert (
+        ready_condition(v1beta2)["message"]
+        == f"Kueue objects match the KaiwoQueueConfig; {SET_ELSEWHERE}"
+    )
+
+    named = copy.deepcopy(TWO_FLAVORS)
+    named["clusterQueues"][0]["spec"]["cohort"] = "team"
+    own = two_flavor_plan(edited(lambda s: s.update(cohort="team")), queue_config=named)
+    assert ready_condition(own)["message"] == "Kueue objects match the KaiwoQueueConfig"
+    assert [e for e in own.events if e.reason == "KueueFieldsSetElsewhere"] == []
