@@ -75,6 +75,7 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import ObjectRef
 
+from kaiwo_planner.domain.children.http_route import GATEWAY_GROUP
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.models.replanning import models_concerned
 from kaiwo_planner.domain.scheduling.schedulable import DEFAULT_LOCAL_QUEUE
@@ -87,6 +88,7 @@ from kaiwo_planner.domain.state.index_entry import (
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.observed_objects import Change
 from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.status.conditions import condition_of
 
 KAIWO_GROUP: Final = "kaiwo.silogen.ai"
 CONFIG_GROUP: Final = "config.kaiwo.silogen.ai"
@@ -104,7 +106,7 @@ PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
 WORKLOAD_PRIORITY_CLASS: Final = (KUEUE_GROUP, "WorkloadPriorityClass")
 LOCAL_QUEUE: Final = (KUEUE_GROUP, "LocalQueue")
 GPU_WORKLOAD: Final = (KAIWO_GROUP, "GpuWorkload")
-GATEWAY: Final = ("gateway.networking.k8s.io", "Gateway")
+GATEWAY: Final = (GATEWAY_GROUP, "Gateway")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
 OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
@@ -274,14 +276,9 @@ def _services_behind_a_gateway(change: Change, projection: Projection) -> list[O
     ]
 
 
-def _programmed(gateway: Mapping[str, Any]) -> object:
+def _programmed(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
     status = gateway.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    if not isinstance(conditions, list):
-        return None
-    return next(
-        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Programmed"), None
-    )
+    return condition_of(status, "Programmed") if isinstance(status, Mapping) else None
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:

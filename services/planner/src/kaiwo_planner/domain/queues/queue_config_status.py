@@ -118,7 +118,9 @@ def ready_condition(
         READY_CONDITION,
         "True",
         "KueueObjectsMatch",
-        "Kueue objects match the KaiwoQueueConfig" + generated + set_elsewhere,
+        "Kueue objects match the KaiwoQueueConfig"
+        + generated
+        + (f"; {set_elsewhere}" if set_elsewhere else ""),
     )
 
 
@@ -126,13 +128,13 @@ SET_ELSEWHERE_REASON = "KueueFieldsSetElsewhere"
 
 
 def set_elsewhere_note(set_elsewhere: Sequence[str]) -> str:
-    """The part of the Ready message that names fields set outside the KaiwoQueueConfig
-    (decision 0274); empty when there are none."""
+    """What the Ready message says last, and the Warning says, of fields set outside the
+    KaiwoQueueConfig (decision 0274); empty when there are none."""
     if not set_elsewhere:
         return ""
     named = first_few(list(set_elsewhere), shown=MAX_OBJECTS_NAMED, separator="; ")
     return (
-        f"; {named}, set outside the KaiwoQueueConfig, which leaves what it does not set: "
+        f"{named}, set outside the KaiwoQueueConfig, which leaves what it does not set: "
         "Kueue lends the queue's unused quota to its cohort and lets it borrow there. Name "
         "the cohort in the KaiwoQueueConfig to keep it, or remove it from the ClusterQueue"
     )
@@ -199,7 +201,8 @@ def queue_config_status(
     set_elsewhere: str = "",
 ) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
     """The status with ``verdict`` merged, and the Events of a change of phase; and a Warning
-    when a READY verdict names other fields ``set_elsewhere`` (the note it ends with)."""
+    when a READY verdict names other fields ``set_elsewhere`` (the note it ends with,
+    :func:`set_elsewhere_note`)."""
     if verdict.status == "True":
         phase = WorkloadStatus.READY
     elif verdict.reason in (PENDING_REASON, IN_USE_REASON):
@@ -244,6 +247,7 @@ def _set_elsewhere_told(
     another one than the Ready condition said before."""
     if verdict.status != "True" or not note:
         return ()
-    if before.get("status") == "True" and str(before.get("message") or "").endswith(note):
+    said = str(before.get("message") or "")
+    if before.get("status") == "True" and said.endswith(f"; {note}"):
         return ()
-    return (EventIntent(type="Warning", reason=SET_ELSEWHERE_REASON, message=note[2:]),)
+    return (EventIntent(type="Warning", reason=SET_ELSEWHERE_REASON, message=note),)
