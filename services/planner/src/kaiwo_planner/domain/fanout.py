@@ -61,7 +61,7 @@ deleted workload, which is returned so the caller can forget it. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
@@ -88,7 +88,7 @@ from kaiwo_planner.domain.state.index_entry import (
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.observed_objects import Change
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.conditions import condition_of
+from kaiwo_planner.domain.status.route_acceptance import programmed_condition
 
 KAIWO_GROUP: Final = "kaiwo.silogen.ai"
 CONFIG_GROUP: Final = "config.kaiwo.silogen.ai"
@@ -230,7 +230,7 @@ def _workloads_of_a_queues_flavors(change: Change, projection: Projection) -> li
     # The kind first: every change of a child passes here.
     if change.kind not in QUEUE_FLAVOR_KINDS or change.group != KUEUE_GROUP:
         return []
-    return all_workloads(projection) if _spec_moved(change) else []
+    return all_workloads(projection) if _moved(change, _spec) else []
 
 
 QUOTA_SCOPE_KINDS: Final = frozenset({"ClusterQueue", "LocalQueue", "Cohort"})
@@ -245,7 +245,7 @@ def _owners_of_a_quota_scope(change: Change, projection: Projection) -> list[Obj
     # The kind first: every change of a child passes here.
     if change.kind not in QUOTA_SCOPE_KINDS or change.group != KUEUE_GROUP:
         return []
-    if not _spec_moved(change):
+    if not _moved(change, _spec):
         return []
     owners = all_gpu_workloads(projection, namespace=change.ref.namespace)
     if change.kind == "Cohort":
@@ -253,11 +253,16 @@ def _owners_of_a_quota_scope(change: Change, projection: Projection) -> list[Obj
     return owners
 
 
-def _spec_moved(change: Change) -> bool:
-    """The object appeared, went, or changed its spec (its status alone moved nothing)."""
+def _moved(change: Change, part: Callable[[Mapping[str, Any]], object]) -> bool:
+    """The object appeared, went, or changed the ``part`` of it that matters (its spec: its
+    status alone moved nothing)."""
     previous = change.previous
-    spec_kept = previous is not None and previous.get("spec") == change.object.get("spec")
-    return change.deleted or not spec_kept
+    kept = previous is not None and part(previous) == part(change.object)
+    return change.deleted or not kept
+
+
+def _spec(obj: Mapping[str, Any]) -> object:
+    return obj.get("spec")
 
 
 def _services_behind_a_gateway(change: Change, projection: Projection) -> list[ObjectRef]:
@@ -266,19 +271,12 @@ def _services_behind_a_gateway(change: Change, projection: Projection) -> list[O
     # The kind first: every change of a child passes here.
     if change.kind != GATEWAY[1] or change.group != GATEWAY[0]:
         return []
-    previous = change.previous
-    programmed_kept = previous is not None and _programmed(previous) == _programmed(change.object)
-    if programmed_kept and not change.deleted:
+    if not _moved(change, programmed_condition):
         return []
     return [
         ObjectRef.of(obj)
         for obj in projection.objects_of_kind(group=KAIWO_SERVICE[0], kind=KAIWO_SERVICE[1])
     ]
-
-
-def _programmed(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    status = gateway.get("status")
-    return condition_of(status, "Programmed") if isinstance(status, Mapping) else None
 
 
 def configuration_objects(projection: Projection) -> list[ObjectRef]:

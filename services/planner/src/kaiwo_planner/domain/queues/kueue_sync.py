@@ -48,6 +48,7 @@ from kaiwo_contracts.confinement import KUEUE_RESOURCE_IN_USE_FINALIZER
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 from kaiwo_contracts.plans import ObjectRef
 
+from kaiwo_planner.domain.scheduling.quota_scope import cluster_queue_cohort
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.manifest_comparison import carries, contains
@@ -229,11 +230,12 @@ def judge_kueue_objects(
 def cohorts_set_elsewhere(
     judged: Sequence[ObjectVerdict], *, cluster: ClusterState
 ) -> tuple[str, ...]:
-    """Each ClusterQueue as desired whose observed ``cohort`` (``cohortName`` in v1beta2)
-    the spec leaves unset: set by hand or by another controller, and left, since the
-    operator's apply cannot remove another manager's field (decision 0226). Kueue lends the
-    queue's unused quota to that cohort and lets it borrow there, and idle preemption
-    follows Kueue (decision 0272), so the KaiwoQueueConfig says so (decision 0274)."""
+    """Each ClusterQueue as desired whose observed cohort (:func:`~kaiwo_planner.domain.
+    scheduling.quota_scope.cluster_queue_cohort`) the spec leaves unset: set by hand or by
+    another controller, and left, since the operator's apply cannot remove another manager's
+    field (decision 0226). Kueue lends the queue's unused quota to that cohort and lets it
+    borrow there, and idle preemption follows Kueue (decision 0272), so the KaiwoQueueConfig
+    says so (decision 0274)."""
     found = []
     for verdict in judged:
         manifest = verdict.manifest
@@ -243,9 +245,7 @@ def cohorts_set_elsewhere(
             continue
         name = str((manifest.get("metadata") or {}).get("name"))
         live = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=name)
-        spec = (live or {}).get("spec") or {}
-        cohort = spec.get("cohort") or spec.get("cohortName")
-        if isinstance(cohort, str) and cohort:
+        if cohort := cluster_queue_cohort((live or {}).get("spec") or {}):
             found.append(f"ClusterQueue {name} is in cohort {cohort}")
     return tuple(found)
 

@@ -68,15 +68,13 @@ class QuotaTrees:
         """Where the GPUs of ``vendor`` that a workload of ``cluster_queue`` frees can go,
         and where that queue may borrow them from (decision 0272).
 
-        A ClusterQueue's cohort is ``spec.cohort`` as the watcher reads ClusterQueues
-        (v1beta1), ``spec.cohortName`` as v1beta2 calls it. Kueue lends a queue's unused
+        A ClusterQueue's cohort is :func:`cluster_queue_cohort`. Kueue lends a queue's unused
         quota to its cohort, and a cohort's on to its parent (a Cohort's ``parentName``,
         decision 0271), unless the lender's ``lendingLimit`` for the resource is 0; a queue
         or cohort whose ``borrowingLimit`` is 0 borrows nothing from above it."""
         resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
         spec = self.cluster_queues.get(cluster_queue, {})
-        cohort = spec.get("cohort") or spec.get("cohortName") or ""
-        cohort = cohort if isinstance(cohort, str) else ""
+        cohort = cluster_queue_cohort(spec)
         return QuotaScope(
             cluster_queue=cluster_queue,
             lends_to=self._reach(cohort, spec, resource, "lendingLimit"),
@@ -94,6 +92,12 @@ class QuotaTrees:
             spec = self.cohorts.get(cohort, {})
             cohort = _text(spec.get("parentName"))
         return tuple(reached)
+
+
+def cluster_queue_cohort(spec: Mapping[str, Any]) -> str:
+    """A ClusterQueue's cohort ("" for none): ``spec.cohort`` as the watcher reads
+    ClusterQueues (v1beta1), ``spec.cohortName`` as v1beta2 calls it."""
+    return _text(spec.get("cohort") or spec.get("cohortName"))
 
 
 def _specs_by_name(cluster: ClusterState, kind: str) -> dict[str, Mapping[str, Any]]:

@@ -90,9 +90,7 @@ def _unless_not_programmed(
     accepted: ConditionSpec, gateway_object: Mapping[str, Any], *, route: str, gateway: str
 ) -> ConditionSpec:
     """``accepted``, unless the Gateway says it is not programmed, or not yet."""
-    status = gateway_object.get("status")
-    conditions = _conditions_by_type(status) if isinstance(status, Mapping) else {}
-    programmed = conditions.get("Programmed")
+    programmed = programmed_condition(gateway_object)
     if programmed is None or _status(programmed) not in ("False", "Unknown"):
         return accepted
     refused = _status(programmed) == "False"
@@ -105,6 +103,12 @@ def _unless_not_programmed(
         f"The Gateway {gateway} accepted the HTTPRoute {route} but is not programmed"
         f"{'' if refused else ' yet'}{why}{_told(programmed)}",
     )
+
+
+def programmed_condition(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Gateway's own ``Programmed`` condition (None: it says none)."""
+    status = gateway.get("status")
+    return _conditions_by_type(status).get("Programmed") if isinstance(status, Mapping) else None
 
 
 def _verdict(
