@@ -165,29 +165,59 @@ async def in_force(cluster: Cluster) -> None:
 
     await eventually(enforced, what="the executor's admission policies in force", interval=0.5)
 
-    # Each policy is picked up on its own, and on a busy machine the nodes' one has come
-    # seconds after the others: wait for it too, with a change it refuses.
+    # Each policy is picked up on its own, and on a busy machine the nodes' one, or the
+    # owners' one, has come seconds after the others (CI): wait for those too, each with a
+    # change it refuses, undone should it pass.
     probe_change = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": "x"}}}
     undo = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": None}}}
 
-    async def nodes_enforced() -> bool | Pending:
-        try:
-            await cluster.executor.merge_patch(
-                resources.NODE, NODE, probe_change, field_manager=MANAGER
-            )
-        except KubeError as error:
-            if error.code == 403 and "kaiwo-executor-nodes" in error.message:
-                return True
-            return Pending(error.message)
-        await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
-        return Pending("node patched: not enforced yet")
+    async def patch_node() -> None:
+        await cluster.executor.merge_patch(
+            resources.NODE, NODE, probe_change, field_manager=MANAGER
+        )
 
-    await eventually(nodes_enforced, what="the nodes' admission policy in force", interval=0.5)
+    async def unpatch_node() -> None:
+        await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
+
+    await policy_enforced("kaiwo-executor-nodes", patch_node, unpatch_node)
+    other = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "policy-probe"},
+        "spec": {},
+    }
+
+    async def create_config() -> None:
+        await cluster.executor.create(other, field_manager=MANAGER)
+
+    async def delete_config() -> None:
+        await cluster.admin.delete(resources.KAIWO_CONFIG, "policy-probe")
+
+    await policy_enforced("kaiwo-executor-owners", create_config, delete_config)
     await eventually(
         lambda: taint_key_enforced(cluster),
         what="the nodes' taint-key policy in force, with its KaiwoConfig",
         interval=0.5,
     )
+
+
+async def policy_enforced(
+    policy: str, attempt: Callable[[], Awaitable[None]], undo: Callable[[], Awaitable[None]]
+) -> None:
+    """Until the API server refuses ``attempt`` by ``policy``; each attempt it allows is
+    undone."""
+
+    async def enforced() -> bool | Pending:
+        try:
+            await attempt()
+        except KubeError as error:
+            if error.code == 403 and f"'{policy}'" in error.message:
+                return True
+            return Pending(error.message)
+        await undo()
+        return Pending("allowed: not enforced yet")
+
+    await eventually(enforced, what=f"the admission policy {policy} in force", interval=0.5)
 
 
 async def taint_key_enforced(cluster: Cluster) -> bool | Pending:

@@ -878,6 +878,30 @@ def test_a_model_deleted_while_loading_evicts_only_once_the_load_job_and_its_pod
     assert only(gone, "Job") == expected("evict_job")
 
 
+def test_a_load_job_is_waited_for_even_while_its_volume_is_not_observed_yet_or_unbound() -> None:
+    # The planner's view of the shared volume may lag the load Job's (another watch): judged
+    # "no volume, nothing to evict", the Model went at once, the garbage collector deleted
+    # its load Job in the background, and a loader still writing left its files (a CI run).
+    load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
+    load_ref = ObjectRef(
+        api_version="batch/v1",
+        kind="Job",
+        name="load-cache-llm",
+        namespace="ai",
+        uid="uid-load-cache-llm",
+    )
+    pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
+
+    for volume in ((), (pending,)):
+        plan = plan_for(deleting(), CACHE_CONFIG, *volume, load)
+
+        assert (plan.delete, plan.finalizers, desired(plan, "Job")) == ((load_ref,), None, [])
+        assert condition(plan, "CacheEvicted")["reason"] == "WaitingForLoad"  # type: ignore[index]
+
+    # Once the load Job is gone, a volume not there holds nothing to evict.
+    assert plan_for(deleting(), CACHE_CONFIG).finalizers == ()
+
+
 def test_a_model_deleted_while_the_configuration_is_invalid_waits_for_its_loader_image() -> None:
     # The chart's default loader image, which a cluster pulling only from its mirror cannot
     # pull, was used instead of the platform's (decision 0255).

@@ -5,7 +5,9 @@ Only a Model with a cache has the operator's finalizer, so only such a Model is 
 deleted. Its files go by an evict Job; should that fail, the condition says how to delete the
 Model without evicting them. The evict Job is made only once the load Job is gone (deleted
 in the foreground, so with its Pods: a loader still writing would leave files after the
-eviction), and only with a valid configuration's loader image (decision 0255).
+eviction), and only with a valid configuration's loader image (decision 0255). A load Job
+observed is waited for before the volume is judged: the planner's view of the volume may lag
+the Job's, and "no volume" would let the Model go with its loader still writing (0275).
 """
 
 from __future__ import annotations
@@ -61,46 +63,85 @@ def deleting_parts(
     )
     if CACHE_EVICTION_FINALIZER not in (model.metadata.finalizers or ()):
         return parts
+    evicting = cluster.child_of(identity.uid or "", kind="Job", name=evict_job(identity.name))
+    loading = cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
+    if evicting is None and loading is not None:
+        # Before the volume is judged: the planner may not have observed it yet (another
+        # watch), but a load Job observed means it was there and may be written to.
+        parts.conditions.append(_wait_for_load(identity, loading))
+        parts.delete.extend(_load_job_deletion(identity, loading))
+        return parts
     profile = model.spec.cache_profile
     volume = (
         observed_cache_volume(cluster, namespace=identity.namespace or "", profile=profile)
         if profile
         else None
     )
-    if profile is None or volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
+    nothing = _nothing_to_evict(profile, volume)
+    if profile is None or nothing is not None:
         parts.finalizers = ()
+        parts.conditions.extend(nothing or ())
         return parts
+    _evict(
+        parts,
+        identity,
+        profile,
+        evicting,
+        config=config,
+        config_problem=config_problem,
+        namespace=namespace,
+    )
+    return parts
+
+
+def _nothing_to_evict(
+    profile: str | None, volume: Mapping[str, Any] | None
+) -> tuple[ConditionSpec, ...] | None:
+    """What to say when the Model's files cannot be on a volume (none, going, never bound);
+    None when they may be."""
+    if profile is None or volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
+        return ()
     if never_bound(volume):
         # Upstream's issue 286: a volume that never bound (no such storage class) held the
         # Model on its finalizer for good, the evict Job's pod Pending beside it. Nothing was
         # ever written to it: there is nothing to evict.
-        parts.finalizers = ()
-        parts.conditions.append(
-            ConditionSpec(
-                CACHE_EVICTED,
-                "True",
-                "NothingCached",
-                f"PersistentVolumeClaim {cache_volume(profile)} was never bound: no files to "
-                "remove",
-            )
+        message = (
+            f"PersistentVolumeClaim {cache_volume(profile)} was never bound: no files to remove"
         )
-        return parts
+        return (ConditionSpec(CACHE_EVICTED, "True", "NothingCached", message),)
+    return None
+
+
+def _evict(
+    parts: ModelParts,
+    identity: ObjectRef,
+    profile: str,
+    evicting: Mapping[str, Any] | None,
+    *,
+    config: ModelsConfig | None,
+    config_problem: str,
+    namespace: NamespaceSettings,
+) -> None:
+    """The evict Job and what it says; no finalizer once it has removed the files."""
     job = evict_job(identity.name)
-    observed_job = cluster.child_of(identity.uid or "", kind="Job", name=job)
-    outcome = job_outcome(observed_job)
+    outcome = job_outcome(evicting)
     if outcome.state is JobState.COMPLETE:
         parts.finalizers = ()
         parts.conditions.append(
             ConditionSpec(CACHE_EVICTED, "True", "Evicted", f"Job {job} removed the files")
         )
-        return parts
-    if observed_job is None:
-        waiting = _waiting(identity, cluster, config=config, config_problem=config_problem)
-        if waiting is not None:
-            condition, deletion = waiting
-            parts.conditions.append(condition)
-            parts.delete.extend(deletion)
-            return parts
+        return
+    if evicting is None and config is None:
+        # The chart's default loader image may be one the cluster cannot pull (a mirror
+        # only) or may not run; the platform's image is known again once it is valid.
+        message = (
+            f"waiting for a valid system configuration to make Job {job} with its loader "
+            f"image: {config_problem}"
+        )
+        parts.conditions.append(
+            ConditionSpec(CACHE_EVICTED, "False", "InvalidConfiguration", message)
+        )
+        return
     # An evict Job that exists keeps its pod template whatever is wanted (below): the
     # default configuration only names it while the configuration is invalid.
     settings = job_settings(config or ModelsConfig.default(), namespace)
@@ -108,7 +149,7 @@ def deleting_parts(
     # An eviction under way goes on as it was made (the configuration's image or security
     # settings edited meanwhile cannot reach a Job's pod template): applied as the
     # configuration now is, it was refused on every plan until the finalizer went.
-    parts.desired.append(existing_job_update(wanted, observed_job).manifest)
+    parts.desired.append(existing_job_update(wanted, evicting).manifest)
     if outcome.state is JobState.FAILED:
         message = (
             f"Job {job} failed ({outcome.message}); see its logs. To delete the Model without "
@@ -119,28 +160,6 @@ def deleting_parts(
         parts.conditions.append(
             ConditionSpec(CACHE_EVICTED, "False", "Evicting", f"Job {job} removes the files")
         )
-    return parts
-
-
-def _waiting(
-    identity: ObjectRef, cluster: ClusterState, *, config: ModelsConfig | None, config_problem: str
-) -> tuple[ConditionSpec, tuple[ObjectRef, ...]] | None:
-    """What the evict Job waits for before it is made, and what to delete meanwhile; None
-    when it can be made now."""
-    loading = cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
-    if loading is not None:
-        # A loader still writing would leave files after the eviction, named by nothing.
-        going = bool((loading.get("metadata") or {}).get("deletionTimestamp"))
-        return _wait_for_load(identity, loading), (() if going else (_job_ref(identity, loading),))
-    if config is None:
-        # The chart's default loader image may be one the cluster cannot pull (a mirror
-        # only) or may not run; the platform's image is known again once it is valid.
-        message = (
-            f"waiting for a valid system configuration to make Job {evict_job(identity.name)} "
-            f"with its loader image: {config_problem}"
-        )
-        return ConditionSpec(CACHE_EVICTED, "False", "InvalidConfiguration", message), ()
-    return None
 
 
 def _wait_for_load(identity: ObjectRef, loading: Mapping[str, Any]) -> ConditionSpec:
@@ -153,14 +172,19 @@ def _wait_for_load(identity: ObjectRef, loading: Mapping[str, Any]) -> Condition
     )
 
 
-def _job_ref(identity: ObjectRef, job: Mapping[str, Any]) -> ObjectRef:
-    """The load Job, by uid: the executor deletes a Job a plan names in the foreground, so
-    it is observed until its Pods are gone (decision 0255)."""
+def _load_job_deletion(identity: ObjectRef, job: Mapping[str, Any]) -> tuple[ObjectRef, ...]:
+    """The load Job, by uid, unless it is being deleted already: the executor deletes a Job
+    a plan names in the foreground, so it is observed until its Pods are gone (decision
+    0255)."""
     metadata = job.get("metadata") or {}
-    return ObjectRef(
-        api_version="batch/v1",
-        kind="Job",
-        name=str(metadata.get("name", "")),
-        namespace=identity.namespace or "",
-        uid=metadata.get("uid") or None,
+    if metadata.get("deletionTimestamp"):
+        return ()
+    return (
+        ObjectRef(
+            api_version="batch/v1",
+            kind="Job",
+            name=str(metadata.get("name", "")),
+            namespace=identity.namespace or "",
+            uid=metadata.get("uid") or None,
+        ),
     )
