@@ -341,7 +341,9 @@ async def test_a_service_behind_a_gateway_not_programmed_says_so(stack: Pipeline
     Gateway ``gw`` the namespace's config names is made: the API server gives it the Gateway
     API's default conditions (``Programmed`` Unknown, ``Pending``), and the service's route,
     accepted, is Unknown; its controller says it is not programmed, and the route is False with
-    a Warning; then programmed, and True. Before, the route said True whatever the Gateway."""
+    a Warning; then programmed, and True. Before, the route said True whatever the Gateway.
+    Decision 0277: its one listener then says it is not programmed, and the route is False
+    again, naming the listener; then programmed, and True."""
     ns, name = stack.namespace, "behind"
     await stack.kube.create(vllm_service(name, ns, clusterQueue=QUEUE, replicas=1))
     route = await eventually(
@@ -400,6 +402,40 @@ async def test_a_service_behind_a_gateway_not_programmed_says_so(stack: Pipeline
         await gateway_says("True", "Programmed", "")
         await eventually(
             lambda: route_says(stack, name, "True", "Accepted"), what="programmed", within=STEP
+        )
+
+        async def listener_says(status: str, reason: str, message: str) -> None:
+            http = {
+                "name": "http",
+                "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                "attachedRoutes": 1,
+                "conditions": [programmed(generation, status, reason, message)],
+            }
+            await stack.kube.patch_status(
+                resources.GATEWAY,
+                "gw",
+                {"listeners": [http]},
+                namespace=ns,
+                field_manager="gateway-controller",
+                method="merge",
+            )
+
+        # Decision 0277: programmed as a whole, but not its one listener of HTTPRoutes.
+        await listener_says("False", "Invalid", "Secret tls not found")
+        unserved = await eventually(
+            lambda: route_says(stack, name, "False", "GatewayNotProgrammed"),
+            what="a listener not programmed",
+            within=STEP,
+        )
+        assert unserved["message"] == (
+            f"The Gateway {ns}/gw accepted the HTTPRoute {name} but none of its listeners that "
+            "take HTTPRoutes is programmed: listener http (Invalid): Secret tls not found"
+        )
+        await listener_says("True", "Programmed", "")
+        await eventually(
+            lambda: route_says(stack, name, "True", "Accepted"),
+            what="its listener programmed",
+            within=STEP,
         )
     finally:
         await stack.kube.delete(resources.GATEWAY, "gw", namespace=ns)

@@ -871,4 +871,7 @@ def test_a_gateway_that_appears_goes_or_changes_whether_it_is_programmed_replans
     assert replanned(gateway) == (SERVE,)
     gateway["spec"] = {"gatewayClassName": "other"}
     assert replanned(gateway) == ()
+    # A listener that takes HTTPRoutes serves them only while it is programmed (0277).
+    gateway["status"]["listeners"] = [{"attachedRoutes": 1, "conditions": [programmed("False")]}]
+    assert replanned(gateway) == (SERVE,)
     assert replanned(gateway, "DELETED") == (SERVE,)

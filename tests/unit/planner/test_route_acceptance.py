@@ -261,6 +261,76 @@ def test_a_gateway_programmed_not_seen_or_silent_leaves_the_routes_answer(seen):
     assert verdict is not None and (verdict.status, verdict.reason) == ("True", "Accepted")
 
 
+def listener(name: str, programmed: tuple[str, str, str], *kinds: str) -> dict[str, Any]:
+    """A listener of the Gateway's status: its ``Programmed`` condition, the route kinds it
+    takes (HTTPRoute unless named)."""
+    status, reason, message = programmed
+    return {
+        "name": name,
+        "supportedKinds": [
+            {"group": "gateway.networking.k8s.io", "kind": kind} for kind in kinds or ("HTTPRoute",)
+        ],
+        "attachedRoutes": 1,
+        "conditions": [
+            {"type": "Programmed", "status": status, "reason": reason, "message": message}
+        ],
+    }
+
+
+def with_listeners(*listeners: dict[str, Any]) -> dict[str, Any]:
+    programmed = gateway(("True", "Programmed", ""))
+    programmed["status"]["listeners"] = list(listeners)
+    return programmed
+
+
+BAD_CERTIFICATE = ("False", "Invalid", "Secret gateway-system/tls not found")
+
+
+def test_a_route_none_of_whose_listeners_is_programmed_is_false_with_the_listeners_words():
+    """Decision 0277: the Gateway is programmed as a whole (its TCP listener), but the one
+    listener that takes HTTPRoutes is not: nothing reaches the route."""
+    route = observed_route(answer(ACCEPTED, RESOLVED))
+    tcp = listener("tcp", ("True", "Programmed", ""), "TCPRoute")
+
+    verdict = route_condition(
+        desired_route(), route, {}, with_listeners(listener("https", BAD_CERTIFICATE), tcp)
+    )
+
+    assert verdict == ConditionSpec(
+        "RouteAccepted",
+        "False",
+        "GatewayNotProgrammed",
+        "The Gateway gateway-system/kgw accepted the HTTPRoute chat but none of its listeners "
+        "that take HTTPRoutes is programmed: listener https (Invalid): Secret "
+        "gateway-system/tls not found",
+    )
+    pending = with_listeners(listener("http", ("Unknown", "Pending", "")))
+    assert route_condition(desired_route(), route, {}, pending) == ConditionSpec(
+        "RouteAccepted",
+        "Unknown",
+        "GatewayNotProgrammed",
+        "The Gateway gateway-system/kgw accepted the HTTPRoute chat but none of its listeners "
+        "that take HTTPRoutes is programmed yet: listener http (Pending)",
+    )
+
+
+@pytest.mark.parametrize(
+    "listeners",
+    [
+        (listener("https", BAD_CERTIFICATE), listener("http", ("True", "Programmed", ""))),
+        (listener("https", BAD_CERTIFICATE), {"name": "http", "conditions": []}),
+        (listener("tcp", BAD_CERTIFICATE, "TCPRoute"),),
+    ],
+    ids=["one-programmed", "one-silent", "only-other-kinds"],
+)
+def test_a_route_one_listener_may_serve_keeps_its_answer(listeners):
+    route = observed_route(answer(ACCEPTED, RESOLVED))
+
+    verdict = route_condition(desired_route(), route, {}, with_listeners(*listeners))
+
+    assert verdict is not None and (verdict.status, verdict.reason) == ("True", "Accepted")
+
+
 def test_a_refused_route_is_told_as_refused_whatever_its_gateway_says():
     route = observed_route(answer(REFUSED, RESOLVED))
 

@@ -88,7 +88,7 @@ from kaiwo_planner.domain.state.index_entry import (
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.observed_objects import Change
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.route_acceptance import programmed_condition
+from kaiwo_planner.domain.status.route_acceptance import gateway_programming
 
 KAIWO_GROUP: Final = "kaiwo.silogen.ai"
 CONFIG_GROUP: Final = "config.kaiwo.silogen.ai"
@@ -267,11 +267,11 @@ def _spec(obj: Mapping[str, Any]) -> object:
 
 def _services_behind_a_gateway(change: Change, projection: Projection) -> list[ObjectRef]:
     """Every KaiwoService, when a Gateway appeared, went, or changed its ``Programmed``
-    condition (module docstring)."""
+    condition or that of a listener taking HTTPRoutes (module docstring)."""
     # The kind first: every change of a child passes here.
     if change.kind != GATEWAY[1] or change.group != GATEWAY[0]:
         return []
-    if not _moved(change, programmed_condition):
+    if not _moved(change, gateway_programming):
         return []
     return [
         ObjectRef.of(obj)

@@ -17,13 +17,17 @@ An accepted route serves only through a Gateway that is programmed (its data pla
 the Gateway's own ``Programmed`` condition, decision 0273). A route accepted by a Gateway that
 says it is not programmed, or not yet, is False or Unknown with ``GatewayNotProgrammed`` and
 the Gateway's own reason and words; a Gateway the planner does not see, or one that says
-nothing of it (older controllers), leaves the route's answer as it is.
+nothing of it (older controllers), leaves the route's answer as it is. The route names no
+listener (no ``sectionName``): it is served by every listener of the Gateway that takes
+HTTPRoutes, so a Gateway programmed as a whole none of whose such listeners is programmed (a
+certificate not found on its one HTTPS listener) serves it nowhere, and says so the same way,
+naming the listener (decision 0277). A listener that says nothing of it leaves the answer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kaiwo_contracts.crds.meta import CONDITION_REASON_PATTERN
@@ -89,10 +93,28 @@ def route_condition(
 def _unless_not_programmed(
     accepted: ConditionSpec, gateway_object: Mapping[str, Any], *, route: str, gateway: str
 ) -> ConditionSpec:
-    """``accepted``, unless the Gateway says it is not programmed, or not yet."""
+    """``accepted``, unless the Gateway says it is not programmed, or not yet, or none of its
+    listeners that take the route is."""
+    took = f"The Gateway {gateway} accepted the HTTPRoute {route} but"
     programmed = programmed_condition(gateway_object)
-    if programmed is None or _status(programmed) not in ("False", "Unknown"):
+    if programmed is not None and _status(programmed) in ("False", "Unknown"):
+        return _not_programmed(programmed, lambda yet: f"{took} is not programmed{yet}")
+    listeners = http_listeners_programmed(gateway_object)
+    said = [(name, condition) for name, condition in listeners if condition is not None]
+    if not said or len(said) < len(listeners) or any(_status(c) == "True" for _, c in said):
         return accepted
+    name, condition = next(((n, c) for n, c in said if _status(c) == "False"), said[0])
+    return _not_programmed(
+        condition,
+        lambda yet: (
+            f"{took} none of its listeners that take HTTPRoutes is programmed{yet}: listener {name}"
+        ),
+    )
+
+
+def _not_programmed(programmed: Mapping[str, Any], told: Callable[[str], str]) -> ConditionSpec:
+    """False (or Unknown, not yet) ``GatewayNotProgrammed``: ``told`` given " yet" or not,
+    then the condition's own reason and words."""
     refused = _status(programmed) == "False"
     reason = str(programmed.get("reason") or "")
     why = f" ({reason})" if _REASON.match(reason) else ""
@@ -100,8 +122,7 @@ def _unless_not_programmed(
         ROUTE_ACCEPTED,
         "False" if refused else "Unknown",
         REASON_GATEWAY_NOT_PROGRAMMED,
-        f"The Gateway {gateway} accepted the HTTPRoute {route} but is not programmed"
-        f"{'' if refused else ' yet'}{why}{_told(programmed)}",
+        f"{told('' if refused else ' yet')}{why}{_told(programmed)}",
     )
 
 
@@ -109,6 +130,38 @@ def programmed_condition(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None
     """The Gateway's own ``Programmed`` condition (None: it says none)."""
     status = gateway.get("status")
     return _conditions_by_type(status).get("Programmed") if isinstance(status, Mapping) else None
+
+
+def http_listeners_programmed(
+    gateway: Mapping[str, Any],
+) -> tuple[tuple[str, Mapping[str, Any] | None], ...]:
+    """Each listener of the Gateway's status that takes HTTPRoutes (all kinds, when it names
+    none: older controllers), with its ``Programmed`` condition (None: it says none)."""
+    status = gateway.get("status")
+    listeners = status.get("listeners") if isinstance(status, Mapping) else None
+    return tuple(
+        (str(listener.get("name") or ""), _conditions_by_type(listener).get("Programmed"))
+        for listener in listeners or ()
+        if isinstance(listener, Mapping) and _takes_http_routes(listener)
+    )
+
+
+def gateway_programming(gateway: Mapping[str, Any]) -> object:
+    """What a route's condition reads of a Gateway: its ``Programmed`` condition and its
+    HTTPRoute listeners' (not the routes they count, which move with every route)."""
+    return programmed_condition(gateway), http_listeners_programmed(gateway)
+
+
+def _takes_http_routes(listener: Mapping[str, Any]) -> bool:
+    kinds = listener.get("supportedKinds")
+    if not isinstance(kinds, list) or not kinds:
+        return kinds is None
+    return any(
+        isinstance(kind, Mapping)
+        and kind.get("kind") == "HTTPRoute"
+        and (kind.get("group") or GATEWAY_GROUP) == GATEWAY_GROUP
+        for kind in kinds
+    )
 
 
 def _verdict(
