@@ -377,14 +377,19 @@ async def test_a_service_behind_a_gateway_not_programmed_says_so(stack: Pipeline
         )
         generation = gateway["metadata"]["generation"]
 
-        async def gateway_says(status: str, reason: str, message: str) -> None:
+        async def controller_writes(status: dict[str, Any]) -> None:
             await stack.kube.patch_status(
                 resources.GATEWAY,
                 "gw",
-                {"conditions": [programmed(generation, status, reason, message)]},
+                status,
                 namespace=ns,
                 field_manager="gateway-controller",
                 method="merge",
+            )
+
+        async def gateway_says(status: str, reason: str, message: str) -> None:
+            await controller_writes(
+                {"conditions": [programmed(generation, status, reason, message)]}
             )
 
         await gateway_says("False", "AddressNotAssigned", "no address for gw")
@@ -411,14 +416,7 @@ async def test_a_service_behind_a_gateway_not_programmed_says_so(stack: Pipeline
                 "attachedRoutes": 1,
                 "conditions": [programmed(generation, status, reason, message)],
             }
-            await stack.kube.patch_status(
-                resources.GATEWAY,
-                "gw",
-                {"listeners": [http]},
-                namespace=ns,
-                field_manager="gateway-controller",
-                method="merge",
-            )
+            await controller_writes({"listeners": [http]})
 
         # Decision 0277: programmed as a whole, but not its one listener of HTTPRoutes.
         await listener_says("False", "Invalid", "Secret tls not found")

@@ -844,6 +844,16 @@ def test_the_evict_job_pulls_with_the_namespaces_secrets_as_the_load_job_does() 
         assert only(plan, "Job")["spec"]["template"]["spec"]["imagePullSecrets"] == wanted
 
 
+LOAD_JOB_REF = ObjectRef(
+    api_version="batch/v1",
+    kind="Job",
+    name="load-cache-llm",
+    namespace="ai",
+    uid="uid-load-cache-llm",
+)
+"""The load Job of ``CACHED``, as a plan names it to delete (by uid)."""
+
+
 def test_a_model_deleted_while_loading_evicts_only_once_the_load_job_and_its_pods_are_gone() -> (
     None
 ):
@@ -852,14 +862,7 @@ def test_a_model_deleted_while_loading_evicts_only_once_the_load_job_and_its_pod
     load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
 
     deleting_it = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, load)
-    load_ref = ObjectRef(
-        api_version="batch/v1",
-        kind="Job",
-        name="load-cache-llm",
-        namespace="ai",
-        uid="uid-load-cache-llm",
-    )
-    assert (deleting_it.delete, desired(deleting_it, "Job")) == ((load_ref,), [])
+    assert (deleting_it.delete, desired(deleting_it, "Job")) == ((LOAD_JOB_REF,), [])
     waiting = condition(deleting_it, "CacheEvicted")
     assert waiting is not None
     assert (waiting["status"], waiting["reason"], waiting["message"]) == (
@@ -883,19 +886,12 @@ def test_a_load_job_is_waited_for_even_while_its_volume_is_not_observed_yet_or_u
     # "no volume, nothing to evict", the Model went at once, the garbage collector deleted
     # its load Job in the background, and a loader still writing left its files (a CI run).
     load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
-    load_ref = ObjectRef(
-        api_version="batch/v1",
-        kind="Job",
-        name="load-cache-llm",
-        namespace="ai",
-        uid="uid-load-cache-llm",
-    )
     pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
 
     for volume in ((), (pending,)):
         plan = plan_for(deleting(), CACHE_CONFIG, *volume, load)
 
-        assert (plan.delete, plan.finalizers, desired(plan, "Job")) == ((load_ref,), None, [])
+        assert (plan.delete, plan.finalizers, desired(plan, "Job")) == ((LOAD_JOB_REF,), None, [])
         assert condition(plan, "CacheEvicted")["reason"] == "WaitingForLoad"  # type: ignore[index]
 
     # Once the load Job is gone, a volume not there holds nothing to evict.

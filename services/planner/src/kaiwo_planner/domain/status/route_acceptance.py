@@ -96,10 +96,10 @@ def _unless_not_programmed(
     """``accepted``, unless the Gateway says it is not programmed, or not yet, or none of its
     listeners that take the route is."""
     took = f"The Gateway {gateway} accepted the HTTPRoute {route} but"
-    programmed = programmed_condition(gateway_object)
+    programmed = _programmed_condition(gateway_object)
     if programmed is not None and _status(programmed) in ("False", "Unknown"):
         return _not_programmed(programmed, lambda yet: f"{took} is not programmed{yet}")
-    listeners = http_listeners_programmed(gateway_object)
+    listeners = _http_listeners_programmed(gateway_object)
     said = [(name, condition) for name, condition in listeners if condition is not None]
     if not said or len(said) < len(listeners) or any(_status(c) == "True" for _, c in said):
         return accepted
@@ -126,13 +126,13 @@ def _not_programmed(programmed: Mapping[str, Any], told: Callable[[str], str]) -
     )
 
 
-def programmed_condition(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _programmed_condition(gateway: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The Gateway's own ``Programmed`` condition (None: it says none)."""
     status = gateway.get("status")
     return _conditions_by_type(status).get("Programmed") if isinstance(status, Mapping) else None
 
 
-def http_listeners_programmed(
+def _http_listeners_programmed(
     gateway: Mapping[str, Any],
 ) -> tuple[tuple[str, Mapping[str, Any] | None], ...]:
     """Each listener of the Gateway's status that takes HTTPRoutes (all kinds, when it names
@@ -149,7 +149,7 @@ def http_listeners_programmed(
 def gateway_programming(gateway: Mapping[str, Any]) -> object:
     """What a route's condition reads of a Gateway: its ``Programmed`` condition and its
     HTTPRoute listeners' (not the routes they count, which move with every route)."""
-    return programmed_condition(gateway), http_listeners_programmed(gateway)
+    return _programmed_condition(gateway), _http_listeners_programmed(gateway)
 
 
 def _takes_http_routes(listener: Mapping[str, Any]) -> bool:
