@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import EventIntent, ObjectRef
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_executor.step_outcomes import STALE_STATUS
 from kaiwo_kube import resources
 
@@ -71,38 +71,6 @@ async def test_a_status_planned_from_an_older_owner_version_is_not_written(harne
         "status": "STARTING"
     }
     assert outcomes(execution) == [("status", "KaiwoJob/team-a/train", "applied", None)]
-
-
-async def test_a_plan_made_from_an_older_owner_version_prunes_nothing_and_tells_nothing(
-    harness: Any,
-) -> None:
-    """Its status is not written, so the Events it derived from an older status would be
-    false, and a child it prunes would go before any status says why: a main child made
-    anew went while the status did not say Replacing, and the next plan warned of a
-    deletion nobody made (``ChildDeleted``, a CI run). The plan of the newer version does
-    both (decision 0276)."""
-    job = harness.job()
-    await harness.run(harness.plan([job], status={"status": "RUNNING"}), plan_id="plan-1")
-    planned_from = owner_resource_version(harness)
-    await harness.run(harness.plan([job], status={"status": "PENDING"}), plan_id="plan-2")
-    told = EventIntent(type="Warning", reason="ChildDeleted", message="deleted by someone")
-
-    late = harness.plan([], status={"status": "STARTING"}, events=(told,)).model_copy(
-        update={"observed_resource_version": planned_from}
-    )
-    execution = await harness.run(late, plan_id="plan-3")
-
-    assert harness.find("batch/v1", "Job", "train") is not None
-    assert harness.events(reason="ChildDeleted") == []
-    assert outcomes(execution) == [("status", "KaiwoJob/team-a/train", "unchanged", STALE_STATUS)]
-
-    current = harness.plan([], status={"status": "STARTING"}, events=(told,)).model_copy(
-        update={"observed_resource_version": owner_resource_version(harness)}
-    )
-    await harness.run(current, plan_id="plan-4")
-
-    assert harness.find("batch/v1", "Job", "train") is None
-    assert len(harness.events(reason="ChildDeleted")) == 1
 
 
 async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_changes(

@@ -72,10 +72,7 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    Events by time and counts repeats, which is right for a recorder but would double an
    Event on redelivery.) A plan is identified by its fingerprint here, not its event id, so
    the same decision re-published under a new id (``absent`` changed, a planner restart)
-   does not repeat its Events either. None for a plan whose status was refused as made from
-   an older version of the owner: they were derived from an older status, and the newer
-   version's plan (the planner publishes it, the status being left behind) makes its own
-   (decision 0276).
+   does not repeat its Events either.
 6. **Prune**: for each prune rule, list that kind carrying the plan's ``prune_selector``
    labels (in the owner's namespace when the kind is namespaced and the owner is) and delete
    each one not desired, with its uid as a precondition and background propagation. Never
@@ -86,9 +83,7 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    created after the memo began to record owners (:meth:`ExecutionMemo.owner_is_new`, from
    the ``creationTimestamp`` plan admission read). Any other owner without a record (the
    bucket was lost or started afresh, and the children it made before are unknown) lists
-   and prunes at its first plan, once (decision 0215). Nothing for a plan made from an older
-   version of the owner (its status refused, as for its Events): a child would go before a
-   status says why, and a main child made anew would read as someone's deletion (0276).
+   and prunes at its first plan, once (decision 0215).
 7. **Finalizers and labels** of the owner, when the plan names them (``Plan.finalizers``,
    ``Plan.owner_labels``): the owner is read and merge-patched once, with its
    resourceVersion as a precondition, adding the plan's and removing the other finalizers
@@ -297,8 +292,6 @@ class PlanExecutor:
             await self._owner.write_status(run, refused)
         if plan.scale is not None:
             await self._owner.scale(run, plan.scale)
-        if run.status_stale:
-            return  # derived from an older status: the newer version's plan says its own
         for intent in plan.events:
             await self._owner.emit(run, intent)
 

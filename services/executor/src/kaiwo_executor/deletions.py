@@ -37,9 +37,7 @@ class Deletions:
     async def prune(self, run: PlanRun) -> None:
         """Step 6: delete the children the plan's prune rules find and it no longer wants."""
         plan = run.plan
-        if not plan.prune or not plan.prune_selector or run.status_stale:
-            # A plan of an older owner version prunes nothing: its status, refused, would
-            # not say why a child goes (a main child made anew read as someone's deletion).
+        if not plan.prune or not plan.prune_selector:
             return
         inventory = content_hash(
             {

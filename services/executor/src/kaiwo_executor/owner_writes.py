@@ -73,7 +73,6 @@ class OwnerWrites:
         outcome, attempts = result
         if outcome is not StepOutcome.APPLIED:
             run.status_unwritten = True
-            run.status_stale = outcome is StepOutcome.STALE
             self._calls.record(run, "status", owner, outcome)
             return
         run.memo.status = digest

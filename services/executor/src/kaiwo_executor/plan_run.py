@@ -47,10 +47,6 @@ class PlanRun:
     status_unwritten: bool = False
     """The plan's status was not written (planned from an older owner, or the write failed):
     the preemption that must follow it waits for the plan that writes it."""
-    status_stale: bool = False
-    """The plan was made from an older version of its owner (its status refused by the
-    resourceVersion precondition): its Events and its prune wait for the newer version's
-    plan, which makes its own from the status written since (decision 0276)."""
 
 
 def label_selector(labels: dict[str, str]) -> str:
