@@ -9,17 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 from kaiwo_envtest import AuditEvent
-from kaiwo_kube import AlreadyExists, NotFound, resources
+from kaiwo_kube import AlreadyExists, KubeError, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from tests.integration.pipeline.harness import Pending, eventually
 from tests.real_cluster import OPERATOR_NAMESPACE, REPO_ROOT
 
 RBAC_MANIFEST: Final = REPO_ROOT / "deploy" / "k8s" / "base" / "rbac.yaml"
@@ -195,3 +196,27 @@ async def service_kubeconfig(admin_kubeconfig: Path, service: str, directory: Pa
 def _write_private(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(0o600)
+
+
+async def refusal_in_force(
+    attempt: Callable[[], Awaitable[object]],
+    undo: Callable[[], Awaitable[object]],
+    *,
+    refused_by: str,
+    what: str,
+) -> None:
+    """Until the API server refuses ``attempt`` (a 403 whose message holds ``refused_by``,
+    e.g. a policy's name): it enforces each admission policy a moment after its binding is
+    made, each on its own. Each attempt it allows is undone."""
+
+    async def refused() -> bool | Pending:
+        try:
+            await attempt()
+        except KubeError as error:
+            if error.code == 403 and refused_by in error.message:
+                return True
+            return Pending(error.message)
+        await undo()
+        return Pending("allowed: not in force yet")
+
+    await eventually(refused, what=what, interval=0.5)

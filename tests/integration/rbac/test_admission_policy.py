@@ -27,6 +27,7 @@ from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, eventually
 from tests.integration.rbac.service_accounts import (
     rbac_installed,
+    refusal_in_force,
     service_kubeconfig,
 )
 from tests.real_cluster import RealCluster
@@ -146,93 +147,58 @@ async def namespace(
 
 
 async def in_force(cluster: Cluster) -> None:
-    """Until the API server enforces the policies (its informer picks up new bindings)."""
+    """Until the API server enforces the policies (its informer picks up new bindings). Each
+    policy is picked up on its own, and on a busy machine the nodes' one, or the owners' one,
+    has come seconds after the others (CI): each is waited for with a change it refuses."""
     probe = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "policy-probe", "namespace": "kube-system"},
     }
-
-    async def enforced() -> bool | Pending:
-        try:
-            await cluster.executor.create(probe, field_manager=MANAGER)
-        except KubeError as error:
-            if error.code == 403 and "ValidatingAdmissionPolicy" in error.message:
-                return True
-            return Pending(error.message)
-        await cluster.admin.delete(resources.CONFIG_MAP, "policy-probe", namespace="kube-system")
-        return Pending("created: not enforced yet")
-
-    await eventually(enforced, what="the executor's admission policies in force", interval=0.5)
-
-    # Each policy is picked up on its own, and on a busy machine the nodes' one, or the
-    # owners' one, has come seconds after the others (CI): wait for those too, each with a
-    # change it refuses, undone should it pass.
+    await refusal_in_force(
+        lambda: cluster.executor.create(probe, field_manager=MANAGER),
+        lambda: cluster.admin.delete(resources.CONFIG_MAP, "policy-probe", namespace="kube-system"),
+        refused_by="ValidatingAdmissionPolicy",
+        what="the executor's admission policies in force",
+    )
     probe_change = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": "x"}}}
     undo = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": None}}}
-
-    async def patch_node() -> None:
-        await cluster.executor.merge_patch(
+    await refusal_in_force(
+        lambda: cluster.executor.merge_patch(
             resources.NODE, NODE, probe_change, field_manager=MANAGER
-        )
-
-    async def unpatch_node() -> None:
-        await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
-
-    await policy_enforced("kaiwo-executor-nodes", patch_node, unpatch_node)
+        ),
+        lambda: cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER),
+        refused_by="kaiwo-executor-nodes",
+        what="the nodes' admission policy in force",
+    )
     other = {
         "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoConfig",
         "metadata": {"name": "policy-probe"},
         "spec": {},
     }
-
-    async def create_config() -> None:
-        await cluster.executor.create(other, field_manager=MANAGER)
-
-    async def delete_config() -> None:
-        await cluster.admin.delete(resources.KAIWO_CONFIG, "policy-probe")
-
-    await policy_enforced("kaiwo-executor-owners", create_config, delete_config)
-    await eventually(
-        lambda: taint_key_enforced(cluster),
-        what="the nodes' taint-key policy in force, with its KaiwoConfig",
-        interval=0.5,
+    await refusal_in_force(
+        lambda: cluster.executor.create(other, field_manager=MANAGER),
+        lambda: cluster.admin.delete(resources.KAIWO_CONFIG, "policy-probe"),
+        refused_by="'kaiwo-executor-owners'",
+        what="the admission policy kaiwo-executor-owners in force",
+    )
+    await taint_key_in_force(
+        cluster, what="the nodes' taint-key policy in force, with its KaiwoConfig"
     )
 
 
-async def policy_enforced(
-    policy: str, attempt: Callable[[], Awaitable[None]], undo: Callable[[], Awaitable[None]]
-) -> None:
-    """Until the API server refuses ``attempt`` by ``policy``; each attempt it allows is
-    undone."""
-
-    async def enforced() -> bool | Pending:
-        try:
-            await attempt()
-        except KubeError as error:
-            if error.code == 403 and f"'{policy}'" in error.message:
-                return True
-            return Pending(error.message)
-        await undo()
-        return Pending("allowed: not enforced yet")
-
-    await eventually(enforced, what=f"the admission policy {policy} in force", interval=0.5)
-
-
-async def taint_key_enforced(cluster: Cluster) -> bool | Pending:
-    """Whether the taint-key policy refuses the executor a record naming another key than the
+async def taint_key_in_force(cluster: Cluster, *, what: str) -> None:
+    """Until the taint-key policy refuses the executor a record naming another key than the
     KaiwoConfig's (it is lifted while the API server sees no KaiwoConfig, decision 0268)."""
     record = {"metadata": {"annotations": {"kaiwo/gpu-taint": "dedicated"}}}
-    try:
-        await cluster.executor.merge_patch(resources.NODE, NODE, record, field_manager=MANAGER)
-    except KubeError as error:
-        if error.code == 403 and TAINT_KEY_POLICY in error.message:
-            return True
-        return Pending(error.message)
     undo = {"metadata": {"annotations": {"kaiwo/gpu-taint": None}}}
-    await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
-    return Pending("another key recorded: the KaiwoConfig not seen yet")
+    await refusal_in_force(
+        lambda: cluster.executor.merge_patch(resources.NODE, NODE, record, field_manager=MANAGER),
+        lambda: cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER),
+        refused_by=TAINT_KEY_POLICY,
+        what=what,
+    )
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -1182,11 +1148,7 @@ async def test_without_the_kaiwo_config_only_the_taint_key_check_is_lifted(
             {"metadata": {"labels": {"team": None, "kaiwo/nodepool": "old"}}},
             field_manager=MANAGER,
         )
-        await eventually(
-            lambda: taint_key_enforced(cluster),
-            what="the taint-key policy in force again",
-            interval=0.5,
-        )
+        await taint_key_in_force(cluster, what="the taint-key policy in force again")
 
 
 async def test_other_identities_are_not_bound_by_the_policies(cluster: Cluster) -> None:

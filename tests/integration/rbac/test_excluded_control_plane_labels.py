@@ -23,13 +23,14 @@ from typing import Any, Final
 
 import pytest
 from kaiwo_cli.stack.local import LocalStack, StackOptions
-from kaiwo_kube import KubeError, resources
+from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import SERVICE_ENV, Pending, eventually
 from tests.integration.rbac.service_accounts import (
     rbac_installed,
+    refusal_in_force,
     service_kubeconfig,
     service_user,
 )
@@ -120,20 +121,12 @@ async def nodes_policy_in_force(
     moment after they are made): the admin's label, removed as the executor, is refused by
     it; removed before that, it is put back and asked again."""
     removal = {"metadata": {"labels": {"team": None}}}
-
-    async def enforced() -> bool | Pending:
-        try:
-            await executor.merge_patch(
-                resources.NODE, CONTROL_PLANE, removal, field_manager="kaiwo"
-            )
-        except KubeError as error:
-            if error.code == 403 and "kaiwo-executor-nodes" in error.message:
-                return True
-            return Pending(error.message)
-        await admin_labels(admin, CONTROL_PLANE, {"team": "infra"})
-        return Pending("the label removed: the policy is not in force yet")
-
-    await eventually(enforced, what="the nodes' admission policy in force", interval=0.5)
+    await refusal_in_force(
+        lambda: executor.merge_patch(resources.NODE, CONTROL_PLANE, removal, field_manager="kaiwo"),
+        lambda: admin_labels(admin, CONTROL_PLANE, {"team": "infra"}),
+        refused_by="kaiwo-executor-nodes",
+        what="the nodes' admission policy in force",
+    )
 
 
 @contextlib.asynccontextmanager
