@@ -154,9 +154,9 @@ def gateway_programming(gateway: Mapping[str, Any]) -> object:
 
 def _takes_http_routes(listener: Mapping[str, Any]) -> bool:
     kinds = listener.get("supportedKinds")
-    if not isinstance(kinds, list) or not kinds:
-        return kinds is None
-    return any(
+    if kinds is None:
+        return True  # older controllers name no kinds
+    return isinstance(kinds, list) and any(
         isinstance(kind, Mapping)
         and kind.get("kind") == "HTTPRoute"
         and (kind.get("group") or GATEWAY_GROUP) == GATEWAY_GROUP
