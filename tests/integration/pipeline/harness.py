@@ -256,6 +256,18 @@ class Pipeline:
             if e.user == OPERATOR_USER
         )
 
+    def writes_to(self, names: Iterable[str], *, since: int) -> str:
+        """The write requests to objects of these names since ``since`` (an audit log mark),
+        in order: who deleted or patched what, for a failure message."""
+        assert self.audit_log is not None, "only a real API server keeps an audit log"
+        wanted = set(names)
+        return "; ".join(
+            f"{e.verb} {e.resource}{'/' + e.subresource if e.subresource else ''} {e.name}"
+            f" by {e.user} ({e.user_agent.split(' ')[0]}) {e.code}"
+            for e in self.audit_log.events(since=since)
+            if e.name in wanted
+        )
+
 
 @contextlib.asynccontextmanager
 async def pipeline_on_kwok_nodes(

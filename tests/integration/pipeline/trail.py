@@ -198,18 +198,21 @@ def _services(services: Mapping[str, Any]) -> str:
 
 
 async def cluster_trail(kube: KubernetesPort, *, namespace: str) -> str:
-    """What the real cluster's controllers hold for ``namespace``: its pods (phase, node,
-    scheduling gates, why unscheduled), Kueue's Workloads (flavors, conditions with their
-    messages), the ClusterQueues and ResourceFlavors, and the GPU nodes' pool labels; so that
-    a wait that failed on a loaded CI machine says whether Kueue, the scheduler or a kubelet
-    held it. Never raises."""
+    """What the real cluster's controllers hold for ``namespace``: its Jobs (suspended or
+    not), pods (phase, node, scheduling gates, why unscheduled), Kueue's Workloads (flavors,
+    conditions with their messages), the ClusterQueues and ResourceFlavors, the GPU nodes'
+    pool labels and the namespace's Events; so that a wait that failed on a loaded CI machine
+    says whether Kueue, the Job controller, the scheduler or a kubelet held it. Never
+    raises."""
     lines = [f"what the cluster holds for {namespace}:"]
     readings = (
+        (resources.JOB, namespace, _job_line),
         (resources.POD, namespace, _pod_line),
         (resources.KUEUE_WORKLOAD, namespace, _kueue_workload_line),
         (resources.KUEUE_CLUSTER_QUEUE, None, _cluster_queue_line),
         (resources.KUEUE_RESOURCE_FLAVOR, None, _flavor_line),
         (resources.NODE, None, _node_line),
+        (resources.EVENT, namespace, _event_line),
     )
     for resource, scope, line in readings:
         listed = await _quietly(kube.list(resource, namespace=scope))
@@ -229,6 +232,24 @@ def _conditions(status: Mapping[str, Any]) -> str:
         + (f" {c.get('reason')}: {str(c.get('message'))[:160]}" if c.get("message") else "")
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping)
+    )
+
+
+def _job_line(job: Mapping[str, Any]) -> str:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    return (
+        f"{job['metadata']['name']} suspend={spec.get('suspend')} active={status.get('active')} "
+        f"selector={(spec.get('template') or {}).get('spec', {}).get('nodeSelector')} "
+        f"deleting={'deletionTimestamp' in job['metadata']} [{_conditions(status)}]"
+    )
+
+
+def _event_line(event: Mapping[str, Any]) -> str:
+    """Why a controller held something (a Job's FailedCreate, a Pod's FailedScheduling)."""
+    regarding = event.get("involvedObject") or {}
+    return (
+        f"{event.get('type')} {event.get('reason')} {regarding.get('kind')}/"
+        f"{regarding.get('name')} x{event.get('count') or 1}: {str(event.get('message'))[:200]}"
     )
 
 
