@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from kaiwo_kube import NotFound, resources
 
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually
+from tests.integration.pipeline.harness import OPERATOR_USER, Pending, Pipeline, eventually
 from tests.integration.pipeline.model_actors import (
     a_model,
     apply_models_config,
@@ -56,6 +56,9 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
 ) -> None:
     pipeline = shared_pipeline
     kube, namespace = pipeline.kube, pipeline.namespace
+    audit_log = pipeline.audit_log
+    assert audit_log is not None
+    created = audit_log.mark()
     await kube.create(
         a_model(
             "midload",
@@ -69,6 +72,14 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
     )
     await bound_cache_volume(pipeline)
     await pipeline.appears(resources.JOB, "load-cache-midload")
+    # Made only once the Model carries its finalizer: deleted before, it would go at once
+    # and its load Job in the background (0278).
+    operator_writes = [
+        (e.resource, e.subresource)
+        for e in audit_log.events(since=created)
+        if e.user == OPERATOR_USER and e.name in ("midload", "load-cache-midload")
+    ]
+    assert operator_writes.index(("models", "")) < operator_writes.index(("jobs", ""))
 
     async def loading_on_the_bound_volume() -> dict[str, Any] | Pending:
         # The planner's view of the volume lags the API server's: deleted while the planner
@@ -85,13 +96,16 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
     await kube.merge_patch(
         resources.POD, pod_name, {"metadata": {"finalizers": held}}, namespace=namespace
     )
+    mark = audit_log.mark()
     try:
         await kube.delete(resources.KUBEAI_MODEL, "midload", namespace=namespace)
 
         async def load_going_in_the_foreground() -> dict[str, Any] | Pending:
             job = await pipeline.child(resources.JOB, "load-cache-midload")
             if job is None:
-                return Pending("the load Job is gone while its Pod is held")
+                # Who deleted it, and whether the Model's finalizer went first (0278).
+                writes = pipeline.writes_to(["midload", "load-cache-midload", pod_name], since=mark)
+                return Pending(f"the load Job is gone while its Pod is held; writes: {writes}")
             finalizers = job["metadata"].get("finalizers") or []
             if "foregroundDeletion" not in finalizers:
                 return Pending(f"the load Job's finalizers: {finalizers}")

@@ -1,9 +1,12 @@
 """What ``kaiwo plan`` assumes to show a Model's Pods, and how it reads ``--models-config``.
 
-A Model with no replicas wanted (``minReplicas: 0`` and no ``replicas``, the usual start of
-an autoscaled Model) or whose cache is still loading has no Pods in its first plan. To show
-them anyway, the command plans it once more with one replica and its cache loaded (the
-load Job completed), and says so in the output.
+A cached Model's first plan only puts the operator's finalizer on it: its load Job comes
+once the finalizer is there (decision 0278). To show the Job, the command plans it once more
+as carrying the finalizers its plan sets. A Model with no replicas wanted (``minReplicas: 0``
+and no ``replicas``, the usual start of an autoscaled Model) or whose cache is still loading
+has no Pods in its plan. To show them anyway, the command plans it once more with one
+replica and its cache loaded (the load Job completed). Each assumption is said in the
+output.
 """
 
 from __future__ import annotations
@@ -52,13 +55,51 @@ def models_config_map(path: Path) -> dict[str, Any]:
     return found
 
 
-def model_with_pods(
+def later_model_plans(
     document: Any, result: PlanningResult, cluster: ClusterState, *, now: datetime
+) -> list[AssumedPlan]:
+    """The Model planned as carrying the finalizers its plan sets, then with one replica and
+    its cache loaded, each when the plan before needs it (none: it is no Model, or its plan
+    sets no finalizer and has Pods)."""
+    later: list[AssumedPlan] = []
+    content = document.content
+    finalized = _with_finalizers(document, result, now=now, context=PlanningContext.of(cluster))
+    if finalized is not None:
+        later.append(finalized)
+        content, result = finalized.content, finalized.result
+    pods = _with_pods(document.source, content, result, cluster, now=now)
+    return [*later, pods] if pods is not None else later
+
+
+def _with_finalizers(
+    document: Any, result: PlanningResult, *, now: datetime, context: PlanningContext
 ) -> AssumedPlan | None:
-    """The Model planned with one replica and its cache loaded, when its plan has no Pods
-    (None: it has some, or it is no Model, or it cannot be served)."""
     plan = result.plan
     content = document.content
+    if plan is None or content.get("kind") != "Model" or not plan.finalizers:
+        return None
+    assumed = copy.deepcopy(content)
+    metadata = assumed.setdefault("metadata", {})
+    metadata["finalizers"] = [*(metadata.get("finalizers") or ()), *plan.finalizers]
+    return AssumedPlan(
+        source=f"{document.source}, once it carries its finalizers (assumed)",
+        content=assumed,
+        result=plan_object(owner=assumed, context=context, now=now),
+    )
+
+
+def _with_pods(
+    source: str,
+    content: dict[str, Any],
+    result: PlanningResult,
+    cluster: ClusterState,
+    *,
+    now: datetime,
+) -> AssumedPlan | None:
+    """The Model planned with one replica and its cache loaded, when its plan has no Pods
+    (None: it has some, or it is no Model, or it cannot be served). ``content`` is the
+    Model as planned for ``result`` (with its assumed finalizers, if any)."""
+    plan = result.plan
     if plan is None or content.get("kind") != "Model" or not content.get("spec"):
         return None
     if any(d.get("kind") == "Pod" for d in plan.desired):
@@ -81,7 +122,7 @@ def model_with_pods(
         notes.append("once its cache is loaded")
     later = plan_object(owner=assumed, context=PlanningContext.of(cluster), now=now)
     return AssumedPlan(
-        source=f"{document.source}, {' and '.join(notes)} (assumed)",
+        source=f"{source}, {' and '.join(notes)} (assumed)",
         content=content,
         result=later,
     )

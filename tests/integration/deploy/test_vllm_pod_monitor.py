@@ -362,7 +362,8 @@ def planned_pods() -> list[dict[str, Any]]:
         "cacheProfiles:\n  fast:\n    sharedFilesystem: {storageClassName: nfs-rwx}\n"
     )
     cached = {**VLLM_MODELS["hf"], "url": "gs://bucket/llama", "cacheProfile": "fast"}
-    jobs = desired(plan_for(model(cached), config), "Job")
+    finalized = model(cached, finalizers=["kubeai.org/cache-eviction"])
+    jobs = desired(plan_for(finalized, config), "Job")
     assert jobs, "the Model's cache is loaded by a Job"
     for index, job in enumerate(jobs):
         template = job["spec"]["template"]

@@ -379,6 +379,7 @@ def test_a_model_with_a_cache_shows_the_volume_the_load_job_and_then_its_pods(
     assert code == 0, output
     assert sources(output)[0] == "Model llm/qwen -> Job llm/load-cache-qwen"
     assert "# Shared: Model llm/qwen -> PersistentVolumeClaim llm/shared-model-cache-nfs" in output
+    assert "model.yaml, once it carries its finalizers (assumed))" in output
     assert "model.yaml, once its cache is loaded (assumed))" in output
     assert "# Sets its own finalizers on Model llm/qwen: kubeai.org/cache-eviction" in output
     pod = next(d for d in documents(output) if d["kind"] == "Pod")

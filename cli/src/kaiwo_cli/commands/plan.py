@@ -54,7 +54,7 @@ from kaiwo_cli.commands.plan_output import (
     as_json,
     as_yaml,
 )
-from kaiwo_cli.model_assumptions import model_with_pods, models_config_map
+from kaiwo_cli.model_assumptions import later_model_plans, models_config_map
 from kaiwo_cli.offline_cluster import (
     Document,
 )
@@ -126,11 +126,13 @@ def plan(
     for document in cluster.manifests:
         result = plan_object(owner=document.content, context=context, now=moment)
         results.append((document, result))
-        later = after_downloads(document, result, cluster, now=moment)
-        if later is None:
-            later = model_with_pods(document, result, cluster.state(), now=moment)
-        if later is not None:
-            results.append((Document(later.source, later.content), later.result))
+        downloaded = after_downloads(document, result, cluster, now=moment)
+        later = (
+            [downloaded]
+            if downloaded is not None
+            else later_model_plans(document, result, cluster.state(), now=moment)
+        )
+        results += [(Document(step.source, step.content), step.result) for step in later]
     if output is OutputFormat.json:
         typer.echo(as_json(results, cluster))
     else:

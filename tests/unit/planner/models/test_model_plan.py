@@ -38,6 +38,8 @@ CACHED: dict[str, Any] = {
     "replicas": 1,
 }
 LIVE = {"metadata": {"uid": "u-1"}}
+FINALIZED = ["kubeai.org/cache-eviction"]
+"""The operator's finalizer on a cached Model: its load starts only once it is on (0278)."""
 
 
 def pod_count(spec: dict[str, Any]) -> int:
@@ -468,15 +470,35 @@ def test_without_files_there_is_no_configmap_and_it_is_pruned() -> None:
 # ------------------------------------------------------------------ cache
 
 
-def test_a_cached_model_first_loads_its_files_then_runs_its_pods() -> None:
-    loading = plan_for(model(CACHED), CACHE_CONFIG)
+def test_a_cached_model_first_takes_its_finalizer_then_loads_its_files_then_runs_its_pods() -> None:
+    # Its load Job made before the finalizer was on, a Model deleted in between went at
+    # once: the load Job went in the background, its loader still writing (a CI run, 0278).
+    adding = plan_for(model(CACHED), CACHE_CONFIG)
+
+    assert (adding.finalizers, desired(adding, "Job"), desired(adding, "Pod")) == (
+        ("kubeai.org/cache-eviction",),
+        [],
+        [],
+    )
+    assert list(adding.shared) == [expected("cache_volume")]
+    waiting = condition(adding, "CacheLoaded")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"], waiting["message"]) == (
+        "False",
+        "AddingFinalizer",
+        "Job load-cache-llm loads the files once the Model carries the finalizer "
+        "kubeai.org/cache-eviction, which evicts them when the Model is deleted",
+    )
+    assert [e.reason for e in adding.events] == ["Configured"]
+
+    loading = plan_for(model(CACHED, status=adding.status, finalizers=FINALIZED), CACHE_CONFIG)
 
     assert desired(loading, "Pod") == []
     assert only(loading, "Job") == expected("cached_gs_load_job")
     assert list(loading.shared) == [expected("cache_volume")]
-    assert loading.finalizers == ("kubeai.org/cache-eviction",)
+    assert loading.finalizers is None  # already there
     assert loading.status is not None and loading.status["cache"] == {"loaded": False}
-    assert [e.reason for e in loading.events] == ["Configured", "CacheLoading"]
+    assert [e.reason for e in loading.events] == ["CacheLoading"]
     ready = condition(loading, "Ready")
     assert ready is not None and ready["reason"] == "WaitingForCache"
 
@@ -498,13 +520,30 @@ def test_a_cached_model_first_loads_its_files_then_runs_its_pods() -> None:
     assert len(desired(later, "Pod")) == 1
 
 
+def test_a_load_job_observed_without_the_finalizer_is_kept_and_the_finalizer_put_back() -> None:
+    # Someone took the finalizer off while the files loaded: the load goes on, not made anew.
+    load = running_job(only(plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG), "Job"))
+
+    plan = plan_for(model(CACHED), CACHE_CONFIG, load)
+
+    assert (plan.finalizers, only(plan, "Job")) == (
+        ("kubeai.org/cache-eviction",),
+        expected("cached_gs_load_job"),
+    )
+    assert condition(plan, "CacheLoaded")["reason"] == "Loading"  # type: ignore[index]
+
+
 def test_a_cache_added_to_a_serving_model_keeps_its_pods_until_loaded_and_says_so() -> None:
     cached = {**CACHED, "url": "hf://org/model"}
     served = {k: v for k, v in cached.items() if k != "cacheProfile"}
     first = plan_for(model(served), CACHE_CONFIG)
     running = observed_pod(only(first, "Pod"), uid="p-1")
 
-    loading = plan_for(model(cached, status=first.status, generation=2), running, CACHE_CONFIG)
+    loading = plan_for(
+        model(cached, status=first.status, generation=2, finalizers=FINALIZED),
+        running,
+        CACHE_CONFIG,
+    )
 
     assert desired(loading, "Pod") == []
     assert loading.delete == ()
@@ -516,7 +555,7 @@ def test_a_cache_added_to_a_serving_model_keeps_its_pods_until_loaded_and_says_s
         "replaced by Pods that read it",
     )
     loaded = plan_for(
-        model(cached, status=loading.status, generation=2),
+        model(cached, status=loading.status, generation=2, finalizers=FINALIZED),
         running,
         finished_job(only(loading, "Job")),
         CACHE_CONFIG,
@@ -528,10 +567,12 @@ def test_a_cache_added_to_a_serving_model_keeps_its_pods_until_loaded_and_says_s
 
 
 def test_a_failed_load_says_why_and_keeps_its_job() -> None:
-    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG)
     failed_job = finished_job(only(loading, "Job"), failed=True)
 
-    failed = plan_for(model(CACHED, status=loading.status), CACHE_CONFIG, failed_job)
+    failed = plan_for(
+        model(CACHED, status=loading.status, finalizers=FINALIZED), CACHE_CONFIG, failed_job
+    )
 
     cache = condition(failed, "CacheLoaded")
     assert cache is not None
@@ -553,11 +594,15 @@ def running_job(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_an_edit_the_running_load_job_cannot_take_leaves_it_as_made_and_says_so() -> None:
-    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG)
     running = running_job(only(loading, "Job"))
     edited = {**CACHED, "env": {"X": "2"}}
 
-    plan = plan_for(model(edited, status=loading.status, generation=2), CACHE_CONFIG, running)
+    plan = plan_for(
+        model(edited, status=loading.status, generation=2, finalizers=FINALIZED),
+        CACHE_CONFIG,
+        running,
+    )
 
     # Applied as the spec now is, the API server refused it on every plan.
     assert (
@@ -576,12 +621,14 @@ def test_an_edit_the_running_load_job_cannot_take_leaves_it_as_made_and_says_so(
 
 
 def test_a_failed_load_job_from_an_earlier_spec_is_replaced_by_one_of_the_edited_spec() -> None:
-    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG)
     failed_job = finished_job(only(loading, "Job"), failed=True)
     edited = {**CACHED, "env": {"X": "2"}}
 
     replacing = plan_for(
-        model(edited, status=loading.status, generation=2), CACHE_CONFIG, failed_job
+        model(edited, status=loading.status, generation=2, finalizers=FINALIZED),
+        CACHE_CONFIG,
+        failed_job,
     )
 
     assert desired(replacing, "Job") == []  # pruned
@@ -597,7 +644,9 @@ def test_a_failed_load_job_from_an_earlier_spec_is_replaced_by_one_of_the_edited
     )
     assert replacing.status is not None and replacing.status["cache"] == {"loaded": False}
 
-    gone = plan_for(model(edited, status=replacing.status, generation=2), CACHE_CONFIG)
+    gone = plan_for(
+        model(edited, status=replacing.status, generation=2, finalizers=FINALIZED), CACHE_CONFIG
+    )
     [job] = desired(gone, "Job")
     assert job["spec"]["template"]["spec"]["containers"][0]["env"][0] == {
         "name": "X",
@@ -608,10 +657,12 @@ def test_a_failed_load_job_from_an_earlier_spec_is_replaced_by_one_of_the_edited
 
 
 def test_an_unchanged_load_job_is_applied_as_the_spec_makes_it() -> None:
-    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG)
     running = running_job(only(loading, "Job"))
 
-    plan = plan_for(model(CACHED, status=loading.status), CACHE_CONFIG, running)
+    plan = plan_for(
+        model(CACHED, status=loading.status, finalizers=FINALIZED), CACHE_CONFIG, running
+    )
 
     assert only(plan, "Job") == expected("cached_gs_load_job")
     cache = condition(plan, "CacheLoaded")
@@ -670,7 +721,7 @@ def cache_pvc(uid: str, **metadata: Any) -> dict[str, Any]:
 
 def test_the_files_are_loaded_again_into_a_volume_made_anew() -> None:
     finalizers = ["kubeai.org/cache-eviction"]
-    loading = plan_for(model(CACHED), CACHE_CONFIG, cache_pvc("pvc-1"))
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG, cache_pvc("pvc-1"))
     job = finished_job(only(loading, "Job"))
     loaded = plan_for(
         model(CACHED, status=loading.status, finalizers=finalizers),
@@ -837,7 +888,7 @@ def test_the_evict_job_pulls_with_the_namespaces_secrets_as_the_load_job_does() 
     )
     wanted = [{"name": "platform-registry"}, {"name": "team-registry"}]
 
-    loading = plan_for(model(CACHED), with_registry, team_registry)
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), with_registry, team_registry)
     evicting = plan_for(deleting(), with_registry, team_registry, CACHE_PVC)
 
     for plan in (loading, evicting):
@@ -859,7 +910,7 @@ def test_a_model_deleted_while_loading_evicts_only_once_the_load_job_and_its_pod
 ):
     # Evicted in the same plan as the load Job went (in the background), a loader still
     # writing left files on the shared volume after the eviction (decision 0255).
-    load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
+    load = running_job(only(plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG), "Job"))
 
     deleting_it = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, load)
     assert (deleting_it.delete, desired(deleting_it, "Job")) == ((LOAD_JOB_REF,), [])
@@ -885,7 +936,7 @@ def test_a_load_job_is_waited_for_even_while_its_volume_is_not_observed_yet_or_u
     # The planner's view of the shared volume may lag the load Job's (another watch): judged
     # "no volume, nothing to evict", the Model went at once, the garbage collector deleted
     # its load Job in the background, and a loader still writing left its files (a CI run).
-    load = running_job(only(plan_for(model(CACHED), CACHE_CONFIG), "Job"))
+    load = running_job(only(plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG), "Job"))
     pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
 
     for volume in ((), (pending,)):
@@ -1163,7 +1214,9 @@ def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() ->
 
 
 def test_an_oss_model_loads_with_the_alibaba_keys_and_an_s3_one_with_the_aws_keys() -> None:
-    oss = plan_for(model({**CACHED, "url": "oss://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    oss = plan_for(
+        model({**CACHED, "url": "oss://bucket/qwen", "env": {}}, finalizers=FINALIZED), CACHE_CONFIG
+    )
     [loader] = only(oss, "Job")["spec"]["template"]["spec"]["containers"]
     assert loader["args"] == ["oss://bucket/qwen", "/models/llm-u-1"]
     assert loader["env"] == [
@@ -1187,6 +1240,8 @@ def test_an_oss_model_loads_with_the_alibaba_keys_and_an_s3_one_with_the_aws_key
     assert loader["volumeMounts"] == [
         {"name": "models", "mountPath": "/models/llm-u-1", "subPath": "models/llm-u-1"}
     ]
-    s3 = plan_for(model({**CACHED, "url": "s3://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    s3 = plan_for(
+        model({**CACHED, "url": "s3://bucket/qwen", "env": {}}, finalizers=FINALIZED), CACHE_CONFIG
+    )
     [loader] = only(s3, "Job")["spec"]["template"]["spec"]["containers"]
     assert [v["name"] for v in loader["env"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]

@@ -53,7 +53,8 @@ def serving_parts(
     )
     if built.files_map is not None:
         parts.desired.append(built.files_map)
-    pods_allowed = _cache(built, observed, parts, cluster=cluster)
+    finalized = CACHE_EVICTION_FINALIZER in (model.metadata.finalizers or ())
+    pods_allowed = _cache(built, observed, parts, cluster=cluster, finalized=finalized)
     asked = effective_replicas(model)
     replicas = min(asked, MAX_SERVER_PODS)
     decision = None
@@ -77,7 +78,7 @@ def serving_parts(
         parts.retired = (ADAPTERS_LOADED,)
     ready = _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
     parts.conditions.append(_capped(ready, asked=asked) if asked > replicas else ready)
-    parts.finalizers = _finalizers(model, wanted=setup.cache is not None)
+    parts.finalizers = _finalizers(finalized, wanted=setup.cache is not None)
     return parts
 
 
@@ -87,9 +88,15 @@ def _configured_message(setup: ModelSetup) -> str:
 
 
 def _cache(
-    built: BuiltModel, observed: ObservedModel, parts: ModelParts, *, cluster: ClusterState
+    built: BuiltModel,
+    observed: ObservedModel,
+    parts: ModelParts,
+    *,
+    cluster: ClusterState,
+    finalized: bool,
 ) -> bool:
-    """Add the cache's objects and condition; whether the Pods may run (files loaded)."""
+    """Add the cache's objects and condition; whether the Pods may run (files loaded).
+    ``finalized``: the Model as observed now carries the eviction finalizer."""
     setup = built.setup
     cache = setup.cache
     if cache is None or built.load_job is None:
@@ -118,6 +125,12 @@ def _cache(
         return True
     parts.cache = CacheStatus(loaded=False)
     job = load_job(identity.name)
+    if observed_job is None and not finalized:
+        # The finalizer first (this plan adds it), as upstream does: a Model deleted before
+        # it is on would go at once, and the garbage collector delete its load Job in the
+        # background, the loader still writing files that no eviction removes (0278).
+        parts.conditions.append(_waiting_for_finalizer(job=job))
+        return False
     update = existing_job_update(built.load_job, observed_job)
     if not update.not_applied:
         parts.desired.append(built.load_job)
@@ -161,6 +174,16 @@ def _loading(outcome: JobOutcome, *, job: str, unbound: str | None) -> Condition
             "Pending (if it stays so, see its Events: a storage class that does not exist?)",
         )
     return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
+
+
+def _waiting_for_finalizer(*, job: str) -> ConditionSpec:
+    return ConditionSpec(
+        CACHE_LOADED,
+        "False",
+        "AddingFinalizer",
+        f"Job {job} loads the files once the Model carries the finalizer "
+        f"{CACHE_EVICTION_FINALIZER}, which evicts them when the Model is deleted",
+    )
 
 
 def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
@@ -285,9 +308,8 @@ def _capped(ready: ConditionSpec, *, asked: int) -> ConditionSpec:
     )
 
 
-def _finalizers(model: Model, *, wanted: bool) -> tuple[str, ...] | None:
+def _finalizers(present: bool, *, wanted: bool) -> tuple[str, ...] | None:
     """The operator's finalizers when they must change, else None (no write)."""
-    present = CACHE_EVICTION_FINALIZER in (model.metadata.finalizers or ())
     if present == wanted:
         return None
     return (CACHE_EVICTION_FINALIZER,) if wanted else ()
