@@ -28,13 +28,15 @@ async def test_a_kaiwojob_that_does_not_move_on_fails_with_where_it_stands(
         async with pipeline.stall_explained(name):
             await pipeline.reaches(name, "PENDING", within=0.5)
 
-    headline, *trail = str(failure.value).splitlines()
+    told = str(failure.value)
+    headline, *trail = told.splitlines()
     assert headline == "KaiwoJob stalled in PENDING: not within 0.5 s (phase DOWNLOADING)"
     assert trail[0] == f"where KaiwoJob {pipeline.namespace}/{name} stands:"
     uid = owner["metadata"]["uid"]
     assert trail[1].startswith(f"  KaiwoJob: uid={uid} rv=")
     assert "status=DOWNLOADING" in trail[1]
     observed = [line for line in trail if line.startswith("    KAIWO_OBS #")]
+    assert observed, told  # once in CI none was listed: the whole trail says why
     assert " ADDED rv=" in observed[0]
     [plan, *_] = [line for line in trail if line.startswith("    KAIWO_PLAN #")]
     assert "status=DOWNLOADING desired [" in plan

@@ -212,7 +212,7 @@ async def cluster_trail(kube: KubernetesPort, *, namespace: str) -> str:
         (resources.KUEUE_CLUSTER_QUEUE, None, _cluster_queue_line),
         (resources.KUEUE_RESOURCE_FLAVOR, None, _flavor_line),
         (resources.NODE, None, _node_line),
-        (resources.EVENT, namespace, _event_line),
+        (resources.EVENT, namespace, _kubernetes_event_line),
     )
     for resource, scope, line in readings:
         listed = await _quietly(kube.list(resource, namespace=scope))
@@ -244,7 +244,7 @@ def _job_line(job: Mapping[str, Any]) -> str:
     )
 
 
-def _event_line(event: Mapping[str, Any]) -> str:
+def _kubernetes_event_line(event: Mapping[str, Any]) -> str:
     """Why a controller held something (a Job's FailedCreate, a Pod's FailedScheduling)."""
     regarding = event.get("involvedObject") or {}
     return (
