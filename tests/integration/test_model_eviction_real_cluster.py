@@ -72,14 +72,6 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
     )
     await bound_cache_volume(pipeline)
     await pipeline.appears(resources.JOB, "load-cache-midload")
-    # Made only once the Model carries its finalizer: deleted before, it would go at once
-    # and its load Job in the background (0278).
-    operator_writes = [
-        (e.resource, e.subresource)
-        for e in audit_log.events(since=created)
-        if e.user == OPERATOR_USER and e.name in ("midload", "load-cache-midload")
-    ]
-    assert operator_writes.index(("models", "")) < operator_writes.index(("jobs", ""))
 
     async def loading_on_the_bound_volume() -> dict[str, Any] | Pending:
         # The planner's view of the volume lags the API server's: deleted while the planner
@@ -90,6 +82,14 @@ async def test_an_eviction_waits_for_the_load_job_and_its_pod_to_be_gone(
         return told if reason == "Loading" else Pending(f"CacheLoaded {reason}")
 
     await eventually(loading_on_the_bound_volume, what="the load seen on the bound volume")
+    # The load Job was made only once the Model carried its finalizer: deleted before, the
+    # Model would go at once and its load Job in the background (0278).
+    operator_writes = [
+        (e.resource, e.subresource)
+        for e in audit_log.events(since=created)
+        if e.user == OPERATOR_USER and e.name in ("midload", "load-cache-midload")
+    ]
+    assert operator_writes.index(("models", "")) < operator_writes.index(("jobs", ""))
     pod = await pipeline.jobs.job_pod("load-cache-midload", namespace=namespace)
     pod_name = pod["metadata"]["name"]
     held = [*(pod["metadata"].get("finalizers") or ()), STILL_STOPPING]
