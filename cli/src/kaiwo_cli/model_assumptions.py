@@ -61,28 +61,35 @@ def later_model_plans(
     """The Model planned as carrying the finalizers its plan sets, then with one replica and
     its cache loaded, each when the plan before needs it (none: it is no Model, or its plan
     sets no finalizer and has Pods)."""
-    later: list[AssumedPlan] = []
     content = document.content
-    finalized = _with_finalizers(document, result, now=now, context=PlanningContext.of(cluster))
+    if content.get("kind") != "Model":
+        return []
+    context = PlanningContext.of(cluster)
+    later: list[AssumedPlan] = []
+    finalized = _with_finalizers(document.source, content, result, context=context, now=now)
     if finalized is not None:
         later.append(finalized)
         content, result = finalized.content, finalized.result
-    pods = _with_pods(document.source, content, result, cluster, now=now)
+    pods = _with_pods(document.source, content, result, context=context, now=now)
     return [*later, pods] if pods is not None else later
 
 
 def _with_finalizers(
-    document: Any, result: PlanningResult, *, now: datetime, context: PlanningContext
+    source: str,
+    content: dict[str, Any],
+    result: PlanningResult,
+    *,
+    context: PlanningContext,
+    now: datetime,
 ) -> AssumedPlan | None:
     plan = result.plan
-    content = document.content
-    if plan is None or content.get("kind") != "Model" or not plan.finalizers:
+    if plan is None or not plan.finalizers:
         return None
     assumed = copy.deepcopy(content)
     metadata = assumed.setdefault("metadata", {})
     metadata["finalizers"] = [*(metadata.get("finalizers") or ()), *plan.finalizers]
     return AssumedPlan(
-        source=f"{document.source}, once it carries its finalizers (assumed)",
+        source=f"{source}, once it carries its finalizers (assumed)",
         content=assumed,
         result=plan_object(owner=assumed, context=context, now=now),
     )
@@ -92,15 +99,15 @@ def _with_pods(
     source: str,
     content: dict[str, Any],
     result: PlanningResult,
-    cluster: ClusterState,
     *,
+    context: PlanningContext,
     now: datetime,
 ) -> AssumedPlan | None:
     """The Model planned with one replica and its cache loaded, when its plan has no Pods
-    (None: it has some, or it is no Model, or it cannot be served). ``content`` is the
-    Model as planned for ``result`` (with its assumed finalizers, if any)."""
+    (None: it has some, or it cannot be served). ``content`` is the Model as planned for
+    ``result`` (with its assumed finalizers, if any)."""
     plan = result.plan
-    if plan is None or content.get("kind") != "Model" or not content.get("spec"):
+    if plan is None or not content.get("spec"):
         return None
     if any(d.get("kind") == "Pod" for d in plan.desired):
         return None
@@ -120,7 +127,7 @@ def _with_pods(
     if spec.get("cacheProfile"):
         assumed["status"] = {**(assumed.get("status") or {}), "cache": {"loaded": True}}
         notes.append("once its cache is loaded")
-    later = plan_object(owner=assumed, context=PlanningContext.of(cluster), now=now)
+    later = plan_object(owner=assumed, context=context, now=now)
     return AssumedPlan(
         source=f"{source}, {' and '.join(notes)} (assumed)",
         content=content,
