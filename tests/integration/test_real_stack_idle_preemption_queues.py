@@ -295,18 +295,20 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
 
-def platform_cluster_queue(name: str, cohort: str | None = None, **limits: int) -> dict[str, Any]:
+def platform_cluster_queue(
+    name: str, cohort: str | None = None, *, spare: dict[str, int] | None = None, **limits: int
+) -> dict[str, Any]:
     """A ClusterQueue a platform team made (not Kaiwo): 8 MI300X GPUs of Kaiwo's flavor, for
-    every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``...) on them."""
+    every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``...) on them;
+    and 8 more of the flavor :data:`SPARE` after it, with ``spare``'s limits, if given."""
     gpus = {"name": "amd.com/gpu", "nominalQuota": 8, **limits}
+    flavors = [{"name": "mi300x", "resources": [gpus]}]
+    if spare is not None:
+        more = {"name": "amd.com/gpu", "nominalQuota": 8, **spare}
+        flavors.append({"name": SPARE, "resources": [more]})
     spec: dict[str, Any] = {
         "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": ["amd.com/gpu"],
-                "flavors": [{"name": "mi300x", "resources": [gpus]}],
-            }
-        ],
+        "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": flavors}],
     }
     if cohort is not None:
         spec["cohort"] = cohort
@@ -327,12 +329,28 @@ def platform_local_queue(name: str, namespace: str, cluster_queue: str) -> dict[
     }
 
 
+SPARE: Final = "mi300x-spare"
+"""A platform team's second flavor of the same MI300X nodes."""
+
+
+def platform_flavor(name: str) -> dict[str, Any]:
+    """A ResourceFlavor a platform team made, of the fleet's MI300X nodes."""
+    labels = {"amd.com/gpu.product-name": MI300X.product}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {"nodeLabels": labels},
+    }
+
+
 def platform_cohort(name: str, parent: str | None = None) -> dict[str, Any]:
     spec = {"parentName": parent} if parent else {}
     return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
 
 
 KINDS: Final = {
+    "ResourceFlavor": resources.KUEUE_RESOURCE_FLAVOR,
     "ClusterQueue": resources.KUEUE_CLUSTER_QUEUE,
     "LocalQueue": resources.KUEUE_LOCAL_QUEUE,
     "Cohort": resources.KUEUE_COHORT,
@@ -446,6 +464,47 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_when_its_queue_lends_
         )
         await waiting_for_gpus(pipeline, plain, "waiter-m", "lm")
         await kept_idle(pipeline, plain, "idle-l")
+
+
+async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_where_its_flavor_lends_nothing(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0279: ClusterQueues ``un`` and ``uo`` of the cohort ``shelf``. ``un`` lends
+    none of its ``mi300x`` quota and all of its ``mi300x-spare``; ``uo`` has ``mi300x``
+    only. Kueue admits an idle opted-in Job of ``un`` into ``mi300x``, and lends ``uo``
+    nothing of it, so the idle Job is kept for a Job waiting in the full ``uo``. Before,
+    ``mi300x-spare``'s lending counted for every flavor: the idle Job was deleted, and the
+    waiting Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_flavor(SPARE),
+        platform_cluster_queue("un", "shelf", spare={}, lendingLimit=0),
+        platform_cluster_queue("uo", "shelf"),
+        platform_local_queue("ln", plain, "un"),
+        platform_local_queue("lo", plain, "uo"),
+        jobs=("holder-o", "idle-n", "waiter-o"),
+    ):
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("holder-o", "lo"), idle=("idle-n", "ln")
+        )
+        assert await admitted_into(pipeline, plain, "idle-n") == "mi300x"
+        await waiting_for_gpus(pipeline, plain, "waiter-o", "lo")
+        await kept_idle(pipeline, plain, "idle-n")
+
+
+async def admitted_into(pipeline: Pipeline, namespace: str, job: str) -> str:
+    """The flavor of the GPUs Kueue admitted the running Job ``job`` into."""
+    listed = await pipeline.kube.list(resources.KUEUE_WORKLOAD, namespace=namespace)
+    for workload in listed.items:
+        owners = workload["metadata"].get("ownerReferences") or ()
+        admission = (workload.get("status") or {}).get("admission")
+        if admission and any(o.get("name") == job for o in owners):
+            [assignment] = admission["podSetAssignments"]
+            return str(assignment["flavors"]["amd.com/gpu"])
+    raise AssertionError(f"no admitted Workload of {job}")
 
 
 async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_queue_goes(

@@ -6,10 +6,15 @@ by hand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
-from kaiwo_planner.domain.scheduling.idle_preemption import QuotaScope
+from kaiwo_planner.domain.scheduling.idle_preemption import (
+    FlavorReach,
+    QuotaScope,
+    frees_quota_for,
+)
 from kaiwo_planner.domain.scheduling.quota_scope import QuotaTrees, queue_name_of
 
 from tests.unit.planner.test_gpu_workloads import (
@@ -192,6 +197,11 @@ def trees(*objects: dict[str, Any]) -> QuotaTrees:
     return QuotaTrees(cluster_queues=specs("ClusterQueue"), cohorts=specs("Cohort"))
 
 
+def any_flavor(scope: QuotaScope) -> QuotaScope:
+    """``scope`` without its flavors: where any of them reach."""
+    return replace(scope, flavors=())
+
+
 def test_a_queue_lends_and_borrows_up_its_tree_as_far_as_the_limits_let_it() -> None:
     """``research`` lends nothing to ``org`` (its lending limit is 0) and ``prod`` borrows
     nothing from it; ``qa`` lends none of its AMD GPUs, and sets no limit on NVIDIA's."""
@@ -203,24 +213,129 @@ def test_a_queue_lends_and_borrows_up_its_tree_as_far_as_the_limits_let_it() -> 
         cohort("prod", "org", borrowingLimit=0),
         cohort("org"),
     )
-    assert forest.scope("qa", "AMD") == QuotaScope(
+    assert any_flavor(forest.scope("qa", "AMD")) == QuotaScope(
         "qa", lends_to=(), borrows_from=("research", "org")
     )
-    assert forest.scope("qa", "nvidia") == QuotaScope(
+    assert any_flavor(forest.scope("qa", "nvidia")) == QuotaScope(
         "qa", lends_to=("research", "org"), borrows_from=("research", "org")
     )
-    assert forest.scope("qb", "amd") == QuotaScope(
+    assert any_flavor(forest.scope("qb", "amd")) == QuotaScope(
         "qb", lends_to=("prod", "org"), borrows_from=("prod",)
     )
-    assert forest.scope("solo", "amd") == QuotaScope("solo")
-    assert forest.scope("unseen", "amd") == QuotaScope("unseen")
+    assert any_flavor(forest.scope("solo", "amd")) == QuotaScope("solo")
+    assert any_flavor(forest.scope("unseen", "amd")) == QuotaScope("unseen")
     assert forest.knows("qa") and not forest.knows("unseen")
 
 
 def test_a_cycle_of_cohorts_ends_the_walk_where_it_repeats() -> None:
     """Kueue deactivates the queues of a cycle; here each of its queues reaches all of it."""
     forest = trees(cluster_queue("qa", "a"), cohort("a", "b"), cohort("b", "c"), cohort("c", "a"))
-    assert forest.scope("qa", "amd") == QuotaScope("qa", ("a", "b", "c"), ("a", "b", "c"))
+    assert any_flavor(forest.scope("qa", "amd")) == QuotaScope(
+        "qa", ("a", "b", "c"), ("a", "b", "c")
+    )
+
+
+def queue_of(name: str, cohort: str, **flavors: dict[str, int]) -> dict[str, Any]:
+    """A ClusterQueue of ``cohort`` with 8 AMD GPUs in each of ``flavors``, in that order,
+    each with its own limits."""
+    listed = [
+        {"name": flavor, "resources": [{"name": "amd.com/gpu", "nominalQuota": 8, **limits}]}
+        for flavor, limits in flavors.items()
+    ]
+    spec = {
+        "cohort": cohort,
+        "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": listed}],
+    }
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+LAB_QUEUES: Final = {
+    "lends-mi250-only": {"mi300x": {"lendingLimit": 0}, "mi250": {}},
+    "mi300x-only": {"mi300x": {}},
+    "mi250-only": {"mi250": {}},
+    "borrows-no-mi250": {"mi300x": {}, "mi250": {"borrowingLimit": 0}},
+}
+"""Four ClusterQueues of the cohort ``lab`` by their flavors' limits; the first lends none of
+its MI300X quota."""
+
+
+def lab_queues() -> tuple[dict[str, Any], ...]:
+    return tuple(queue_of(name, "lab", **flavors) for name, flavors in LAB_QUEUES.items())
+
+
+LAB: Final = trees(*lab_queues())
+
+
+def test_each_flavor_lends_and_borrows_as_far_as_its_own_limits_let_it() -> None:
+    """Decision 0279: Kueue lends and borrows each flavor on its own. Before, a queue whose
+    MI250 quota lends was taken to lend its MI300X quota too, though its lending limit on
+    MI300X is 0."""
+    assert LAB.scope("lends-mi250-only", "amd").flavors == (
+        FlavorReach("mi300x", lends_to=(), borrows_from=("lab",)),
+        FlavorReach("mi250", lends_to=("lab",), borrows_from=("lab",)),
+    )
+    # Freed, a workload's GPUs lend only from the flavors Kueue admitted it into.
+    held_in_mi300x = LAB.scope("lends-mi250-only", "amd", held_in={"mi300x"})
+    assert held_in_mi300x.flavors == (
+        FlavorReach("mi300x", lends_to=(), borrows_from=("lab",)),
+        FlavorReach("mi250", lends_to=(), borrows_from=("lab",)),
+    )
+    assert any_flavor(held_in_mi300x) == QuotaScope(
+        "lends-mi250-only", lends_to=(), borrows_from=("lab",)
+    )
+    assert LAB.scope("borrows-no-mi250", "amd").flavors == (
+        FlavorReach("mi300x", lends_to=("lab",), borrows_from=("lab",)),
+        FlavorReach("mi250", lends_to=("lab",), borrows_from=()),
+    )
+
+
+def test_a_victim_frees_quota_only_in_a_flavor_the_waiting_queue_may_borrow() -> None:
+    def frees(victim: str, held: set[str], waiting: str) -> bool:
+        return frees_quota_for(LAB.scope(victim, "amd", held_in=held), LAB.scope(waiting, "amd"))
+
+    # Held in MI300X, which its queue lends nothing of: no other queue gets it.
+    assert not frees("lends-mi250-only", {"mi300x"}, "mi300x-only")
+    assert not frees("lends-mi250-only", {"mi300x"}, "mi250-only")
+    # Held in MI250, which it lends: to a queue that lists MI250 and may borrow it.
+    assert frees("lends-mi250-only", {"mi250"}, "mi250-only")
+    assert not frees("lends-mi250-only", {"mi250"}, "mi300x-only")
+    assert not frees("lends-mi250-only", {"mi250"}, "borrows-no-mi250")
+    # Not known where it is held: any flavor it lends, to a queue that borrows that one.
+    assert frees("lends-mi250-only", set(), "mi250-only")
+    assert not frees("lends-mi250-only", set(), "mi300x-only")
+    # Its own queue takes back what it frees, in any flavor.
+    assert frees("lends-mi250-only", {"mi300x"}, "lends-mi250-only")
+
+
+def test_an_idle_job_held_in_a_flavor_its_queue_lends_nothing_of_is_kept() -> None:
+    """The whole plan: the idle plain Job of ``lends-mi250-only`` that Kueue admitted into
+    MI300X is kept for a Job waiting in ``mi300x-only``; admitted into MI250, it is preempted
+    for one waiting in ``mi250-only``."""
+    queues = (
+        local_queue("lf", "lends-mi250-only"),
+        local_queue("l3", "mi300x-only"),
+        local_queue("l2", "mi250-only"),
+        *lab_queues(),
+    )
+
+    def idle_in(flavor: str) -> list[dict[str, Any]]:
+        idle = idle_job("lf")
+        return [idle, admitted_workload(idle, flavor)]
+
+    [idle, admitted] = idle_in("mi300x")
+    assert preempted_for(idle, admitted, *waiting_job("l3"), *queues) is None
+    [idle, admitted] = idle_in("mi250")
+    assert preempted_for(idle, admitted, *waiting_job("l2"), *queues) == "waits"
+
+
+def admitted_workload(owner: dict[str, Any], flavor: str) -> dict[str, Any]:
+    """Kueue's Workload of ``owner``, admitted with its GPUs in ``flavor``."""
+    workload = kueue_workload(owner, reserved="True", message="Quota reserved")
+    workload["status"]["admission"] = {
+        "clusterQueue": "lends-mi250-only",
+        "podSetAssignments": [{"name": "main", "flavors": {"amd.com/gpu": flavor}, "count": 1}],
+    }
+    return workload
 
 
 def test_the_label_names_a_local_queue_whose_cluster_queue_counts() -> None:

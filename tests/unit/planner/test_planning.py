@@ -2566,6 +2566,60 @@ def test_an_idle_workload_is_kept_for_a_pending_one_of_another_cluster_queue(clu
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 
+def lab_queue(name: str, **flavors: dict[str, int]) -> dict[str, Any]:
+    """A ClusterQueue as observed, of the cohort ``lab``, with 8 AMD GPUs in each of
+    ``flavors``, each with its own limits."""
+    listed = [
+        {"name": flavor, "resources": [{"name": "amd.com/gpu", "nominalQuota": 8, **limits}]}
+        for flavor, limits in flavors.items()
+    ]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "uid": f"cq-{name}"},
+        "spec": {
+            "cohort": "lab",
+            "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": listed}],
+        },
+    }
+
+
+def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_nothing(
+    cluster_with,
+):
+    """Kueue lends each flavor on its own (decision 0279). The idle job's queue ``kaiwo``
+    lends its MI250 quota to the cohort ``lab`` and none of its MI300X: admitted into MI300X,
+    it frees nothing ``next`` (waiting in ``other``, of ``lab``) can borrow, and is kept;
+    admitted into MI250, it is preempted for ``next``. Before, any flavor's lending counted."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "other"},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    queues = (
+        lab_queue("kaiwo", mi300x={"lendingLimit": 0}, mi250={}),
+        lab_queue("other", mi300x={}, mi250={}),
+    )
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    def phase_held_in(flavor: str) -> str:
+        held = admitted("job-uid-job")
+        held["status"]["admission"] = {
+            "clusterQueue": "kaiwo",
+            "podSetAssignments": [{"name": "main", "flavors": {"amd.com/gpu": flavor}}],
+        }
+        cluster = cluster_with(owner, running_job(owner), waiting, *queues, workloads=(held,))
+        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+        assert plan is not None and plan.status is not None
+        return str(plan.status["status"])
+
+    assert phase_held_in("mi300x") == "RUNNING"
+    assert phase_held_in("mi250") == "TERMINATING"
+
+
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
 
 

@@ -14,11 +14,11 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   Kueue gives them back to its queue or cohort (decision 0256). A victim can serve it
   only where Kueue would give the waiting workload what the victim frees
   (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
-  one cohort tree that lend and borrow across it (decisions 0271, 0272). For the rest of its
-  demand the **fewest** victims are chosen that together cover it, and among equally few the
-  **longest idle** first. When all unclaimed eligible victims together cannot cover it,
-  nobody is preempted for it (stopping some would free GPUs it still could not use). A
-  victim serves one beneficiary.
+  one cohort tree that lend and borrow across it (decisions 0271, 0272), flavor by flavor
+  (decision 0279). For the rest of its demand the **fewest** victims are chosen that
+  together cover it, and among equally few the **longest idle** first. When all unclaimed
+  eligible victims together cannot cover it, nobody is preempted for it (stopping some
+  would free GPUs it still could not use). A victim serves one beneficiary.
 
 Pure: every input is passed in, ``now`` included; the same inputs give the same victims.
 """
@@ -39,27 +39,49 @@ IdlePolicy = Literal["OnPressure", "Always"]
 
 
 @dataclass(frozen=True, slots=True)
+class FlavorReach:
+    """Where the quota of one flavor of a queue's GPUs goes and comes from: Kueue lends and
+    borrows each flavor on its own, as far as that flavor's limits let it (decision 0279)."""
+
+    flavor: str
+    lends_to: tuple[str, ...] = ()
+    borrows_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaScope:
     """Where Kueue counts a workload's GPUs: its ClusterQueue. Quota a workload frees goes to
     workloads of that queue, and is lent to the cohorts of ``lends_to`` (its cohort, then
     each parent up its tree, as far as no lending limit of 0 stops it); a workload may borrow
     from the cohorts of ``borrows_from`` (the same walk, stopped by borrowing limits of 0).
-    Decisions 0236, 0271, 0272."""
+    Decisions 0236, 0271, 0272.
+
+    ``flavors``: the same per flavor of the queue's GPUs (decision 0279), lending only from
+    the flavors the workload holds when they are known; ``lends_to`` and ``borrows_from``
+    are then what any of them reach. Empty when the queue's flavors are not known."""
 
     cluster_queue: str
     lends_to: tuple[str, ...] = ()
     borrows_from: tuple[str, ...] = ()
+    flavors: tuple[FlavorReach, ...] = ()
 
 
 def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bool:
     """Whether stopping the ``victim`` can let Kueue admit the ``waiting`` workload: both in
-    one ClusterQueue, or the victim's queue lends to a cohort the waiting one's borrows from.
-    A workload of unknown scope (None: Kueue does not queue it, or its queue is not observed)
-    may free what the other waits for."""
+    one ClusterQueue, or the victim's queue lends a flavor to a cohort the waiting one's
+    borrows that flavor from (decision 0279; by any flavor where either side's flavors are
+    not known). A workload of unknown scope (None: Kueue does not queue it, or its queue is
+    not observed) may free what the other waits for."""
     if victim is None or waiting is None:
         return True
     if victim.cluster_queue == waiting.cluster_queue:
         return True
+    if victim.flavors and waiting.flavors:
+        borrows = {reach.flavor: reach.borrows_from for reach in waiting.flavors}
+        return any(
+            not set(reach.lends_to).isdisjoint(borrows.get(reach.flavor, ()))
+            for reach in victim.flavors
+        )
     return not set(victim.lends_to).isdisjoint(waiting.borrows_from)
 
 

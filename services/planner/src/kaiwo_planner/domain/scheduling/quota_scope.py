@@ -3,9 +3,9 @@ idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236,
 0272).
 
 Quota a workload frees goes back to its own ClusterQueue and is lent only up its cohort tree,
-as far as lending limits let it, to queues whose borrowing limits let them take it; so GPU
-idle preemption asks where both the victim and the waiting workload are counted
-(:class:`QuotaTrees`).
+as far as lending limits let it, to queues whose borrowing limits let them take it, flavor by
+flavor (decision 0279); so GPU idle preemption asks where both the victim and the waiting
+workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
   default; the operator's LocalQueue carries that name), the observed ClusterQueue of that
@@ -28,7 +28,7 @@ of its own that may not be so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,12 +36,13 @@ from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.quantity import quantity_value
 from kaiwo_contracts.gpu_workloads import DEPLOYMENT, STATEFUL_SET, gpu_vendor, kind_of
 
-from kaiwo_planner.domain.scheduling.gpu_allocation import wire_workload_shape
-from kaiwo_planner.domain.scheduling.idle_preemption import QuotaScope
+from kaiwo_planner.domain.scheduling.gpu_allocation import running_child_of, wire_workload_shape
+from kaiwo_planner.domain.scheduling.idle_preemption import FlavorReach, QuotaScope
 from kaiwo_planner.domain.settings.cluster_settings import workload_queue
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR
+from kaiwo_planner.domain.status.kueue_admission import assigned_flavors
 
 QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
@@ -64,30 +65,60 @@ class QuotaTrees:
     def knows(self, cluster_queue: str) -> bool:
         return cluster_queue in self.cluster_queues
 
-    def scope(self, cluster_queue: str, vendor: str) -> QuotaScope:
+    def scope(
+        self, cluster_queue: str, vendor: str, *, held_in: Collection[str] = ()
+    ) -> QuotaScope:
         """Where the GPUs of ``vendor`` that a workload of ``cluster_queue`` frees can go,
-        and where that queue may borrow them from (decision 0272).
+        and where that queue may borrow them from (decision 0272), flavor by flavor
+        (decision 0279): ``held_in``, the flavors Kueue admitted the workload's GPUs into
+        (none: not known), are the only ones it lends when freed.
 
         A ClusterQueue's cohort is :func:`cluster_queue_cohort`. Kueue lends a queue's unused
-        quota to its cohort, and a cohort's on to its parent (a Cohort's ``parentName``,
-        decision 0271), unless the lender's ``lendingLimit`` for the resource is 0; a queue
-        or cohort whose ``borrowingLimit`` is 0 borrows nothing from above it."""
+        quota of a flavor to its cohort, and a cohort's on to its parent (a Cohort's
+        ``parentName``, decision 0271), unless the lender's ``lendingLimit`` for that flavor
+        of the resource is 0; a queue or cohort whose ``borrowingLimit`` for it is 0 borrows
+        nothing of it from above. A queue borrows only the flavors it lists."""
         resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
         spec = self.cluster_queues.get(cluster_queue, {})
         cohort = cluster_queue_cohort(spec)
+        flavors = tuple(
+            FlavorReach(
+                flavor,
+                lends_to=(
+                    self._reach(cohort, spec, resource, "lendingLimit", flavor)
+                    if not held_in or flavor in held_in
+                    else ()
+                ),
+                borrows_from=self._reach(cohort, spec, resource, "borrowingLimit", flavor),
+            )
+            for flavor in _flavors_of(spec, resource)
+        )
+        if not flavors:
+            return QuotaScope(
+                cluster_queue=cluster_queue,
+                lends_to=self._reach(cohort, spec, resource, "lendingLimit"),
+                borrows_from=self._reach(cohort, spec, resource, "borrowingLimit"),
+            )
         return QuotaScope(
             cluster_queue=cluster_queue,
-            lends_to=self._reach(cohort, spec, resource, "lendingLimit"),
-            borrows_from=self._reach(cohort, spec, resource, "borrowingLimit"),
+            lends_to=_longest(reach.lends_to for reach in flavors),
+            borrows_from=_longest(reach.borrows_from for reach in flavors),
+            flavors=flavors,
         )
 
     def _reach(
-        self, cohort: str, spec: Mapping[str, Any], resource: str, limit: str
+        self,
+        cohort: str,
+        spec: Mapping[str, Any],
+        resource: str,
+        limit: str,
+        flavor: str | None = None,
     ) -> tuple[str, ...]:
-        """The cohorts up from a queue (of ``spec``) whose edges ``limit`` leaves open. A
-        cycle of parents (Kueue deactivates its queues) ends the walk where it repeats."""
+        """The cohorts up from a queue (of ``spec``) whose edges ``limit`` leaves open, for
+        ``flavor`` (any flavor: None). A cycle of parents (Kueue deactivates its queues)
+        ends the walk where it repeats."""
         reached: list[str] = []
-        while cohort and cohort not in reached and _limit_open(spec, resource, limit):
+        while cohort and cohort not in reached and _limit_open(spec, resource, limit, flavor):
             reached.append(cohort)
             spec = self.cohorts.get(cohort, {})
             cohort = _text(spec.get("parentName"))
@@ -109,17 +140,39 @@ def _specs_by_name(cluster: ClusterState, kind: str) -> dict[str, Mapping[str, A
     return found
 
 
-def _limit_open(spec: Mapping[str, Any], resource: str, limit: str) -> bool:
-    """False when every flavor of ``resource`` in ``spec``'s resource groups sets ``limit``
-    to 0; a queue or cohort that sets no quota of it sets no limit either."""
+def _limit_open(
+    spec: Mapping[str, Any], resource: str, limit: str, flavor: str | None = None
+) -> bool:
+    """False when every flavor of ``resource`` in ``spec``'s resource groups (``flavor``
+    alone, when given) sets ``limit`` to 0; a queue or cohort that sets no quota of it sets
+    no limit either."""
     quotas = [
         quota
+        for name, quota in _quotas(spec)
+        if quota.get("name") == resource and flavor in (None, name)
+    ]
+    return not quotas or any(not _zero(quota.get(limit)) for quota in quotas)
+
+
+def _quotas(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each resource's quota in ``spec``'s resource groups, with its flavor's name."""
+    return [
+        (_text(flavor.get("name")), quota)
         for group in _mappings(spec.get("resourceGroups"))
         for flavor in _mappings(group.get("flavors"))
         for quota in _mappings(flavor.get("resources"))
-        if quota.get("name") == resource
     ]
-    return not quotas or any(not _zero(quota.get(limit)) for quota in quotas)
+
+
+def _flavors_of(spec: Mapping[str, Any], resource: str) -> tuple[str, ...]:
+    """The flavors a ClusterQueue lists quota of ``resource`` in, in its order."""
+    found = [name for name, quota in _quotas(spec) if quota.get("name") == resource and name]
+    return tuple(dict.fromkeys(found))
+
+
+def _longest(reaches: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    """What any of the walks up one tree reach: each is a prefix of the same chain."""
+    return max(reaches, key=len, default=())
 
 
 def _zero(value: object) -> bool:
@@ -139,10 +192,15 @@ def kaiwo_quota_scope(
         return None
     if wire_workload_shape(str(obj.get("kind") or ""), spec) == "deployment":
         pods = cluster.objects_labelled(RUN_ID_LABEL, object_uid(obj), kind="Pod")
-        if not any(cluster.kueue_workloads_for(object_uid(pod)) for pod in pods):
+        workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
+        if not workloads:
             return None
+    else:
+        child = running_child_of(cluster, obj)
+        workloads = cluster.kueue_workloads_for(object_uid(child)) if child is not None else ()
     vendor = str(spec.get("gpuVendor") or "amd")
-    return trees.scope(workload_queue(spec, config), vendor)
+    held = _held_flavors(workloads, vendor)
+    return trees.scope(workload_queue(spec, config), vendor, held_in=held)
 
 
 def foreign_quota_scope(
@@ -162,7 +220,17 @@ def foreign_quota_scope(
         cluster_queue = _admitted_cluster_queue(root, cluster)
     if not cluster_queue or not trees.knows(cluster_queue):
         return None
-    return trees.scope(cluster_queue, gpu_vendor(root))
+    vendor = gpu_vendor(root)
+    held = _held_flavors(cluster.kueue_workloads_for(object_uid(root)), vendor)
+    return trees.scope(cluster_queue, vendor, held_in=held)
+
+
+def _held_flavors(workloads: Iterable[Mapping[str, Any]], vendor: str) -> frozenset[str]:
+    """The flavors Kueue admitted ``workloads`` into for the GPUs of ``vendor`` (none while
+    none is admitted, or Kueue's Workloads are not observed: then every flavor of the queue
+    may be what the workload frees)."""
+    resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
+    return frozenset(name for w in workloads for name in assigned_flavors(w, resource=resource))
 
 
 def queue_name_of(root: Mapping[str, Any]) -> str:
