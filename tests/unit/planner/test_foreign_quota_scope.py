@@ -199,7 +199,7 @@ def trees(*objects: dict[str, Any]) -> QuotaTrees:
 
 def any_flavor(scope: QuotaScope) -> QuotaScope:
     """``scope`` without its flavors: where any of them reach."""
-    return replace(scope, flavors=())
+    return replace(scope, flavors=(), held_in=frozenset())
 
 
 def test_a_queue_lends_and_borrows_up_its_tree_as_far_as_the_limits_let_it() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.queues.gpu_model_flavors import flavors_holding_models, gpu_flavor_names
+from kaiwo_planner.domain.scheduling.gpu_model_flavors import (
+    flavors_holding_models,
+    gpu_flavor_names,
+)
 from kaiwo_planner.domain.state.nodes import NodeInfo
 
 PRODUCT = "amd.com/gpu.product-name"

@@ -289,3 +289,32 @@ def test_gpus_in_flight_serve_only_a_waiting_workload_their_queue_gives_them_to(
     assert [
         (p.victim.name, p.beneficiary and p.beneficiary.name) for p in decision.preemptions
     ] == [("b", "pb")]
+
+
+def test_freed_gpus_serve_only_a_waiting_workload_that_may_run_in_their_flavor() -> None:
+    """Decision 0280: ``p`` asks for MI250X GPUs, so Kueue admits it only into ``mi250x``.
+    The idle ``a`` holds ``mi300x`` GPUs and ``b`` ``mi250x`` ones: ``b`` goes, though ``a``
+    was idle longer. GPUs in flight in ``mi300x`` do not cover ``p`` either."""
+    queue = "kaiwo"
+    in_mi300x = QuotaScope(queue, held_in=frozenset({"mi300x"}))
+    in_mi250x = QuotaScope(queue, held_in=frozenset({"mi250x"}))
+    needs_mi250x = GpuDemand(
+        key("p"), "amd", 8, NOW - timedelta(minutes=20), QuotaScope(queue), frozenset({"mi250x"})
+    )
+    decision = decide_idle_preemptions(
+        idle=[idle("a", 8, idle_minutes=60, quota=in_mi300x), idle("b", 8, quota=in_mi250x)],
+        pending=[needs_mi250x],
+        in_flight=[InFlight("amd", 8, in_mi300x)],
+        now=NOW,
+    )
+    assert [
+        (p.victim.name, p.beneficiary and p.beneficiary.name) for p in decision.preemptions
+    ] == [("b", "p")]
+    # Where the flavor a workload holds is not known, its GPUs may serve anyone, as before.
+    decision = decide_idle_preemptions(
+        idle=[idle("a", 8, idle_minutes=60, quota=QuotaScope(queue))],
+        pending=[needs_mi250x],
+        in_flight=[],
+        now=NOW,
+    )
+    assert [p.victim.name for p in decision.preemptions] == ["a"]

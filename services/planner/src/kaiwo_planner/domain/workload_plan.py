@@ -93,11 +93,6 @@ from kaiwo_planner.domain.children.workload_children import (
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.queues.gpu_model_flavors import (
-    FlavorLabels,
-    flavors_admitted_without_models,
-    gpu_model_flavors,
-)
 from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     RAY_JOB_CLUSTER,
@@ -112,6 +107,11 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     keep_running_split,
     ray_worker_groups,
     vendor_gpu_stats,
+)
+from kaiwo_planner.domain.scheduling.gpu_model_flavors import (
+    FlavorLabels,
+    flavors_admitted_without_models,
+    gpu_model_flavors,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
     DEFAULT_LOCAL_QUEUE,

@@ -57,13 +57,15 @@ class QuotaScope:
     Decisions 0236, 0271, 0272.
 
     ``flavors``: the same per flavor of the queue's GPUs (decision 0279), lending only from
-    the flavors the workload holds when they are known; ``lends_to`` and ``borrows_from``
-    are then what any of them reach. Empty when the queue's flavors are not known."""
+    ``held_in``, the flavors Kueue admitted the workload's GPUs into, when they are known;
+    ``lends_to`` and ``borrows_from`` are then what any of them reach. Empty when the
+    queue's flavors are not known."""
 
     cluster_queue: str
     lends_to: tuple[str, ...] = ()
     borrows_from: tuple[str, ...] = ()
     flavors: tuple[FlavorReach, ...] = ()
+    held_in: frozenset[str] = frozenset()
 
 
 def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bool:
@@ -83,6 +85,22 @@ def frees_quota_for(victim: QuotaScope | None, waiting: QuotaScope | None) -> bo
             for reach in victim.flavors
         )
     return not set(victim.lends_to).isdisjoint(waiting.borrows_from)
+
+
+def may_run_on(freed: QuotaScope | None, waiting: GpuDemand) -> bool:
+    """Whether the waiting workload's pods may run in a flavor ``freed`` GPUs are in: Kueue
+    admits a workload of ``gpuModels`` only into the flavors whose nodes hold one of them
+    (decision 0237). Either side not known (no models, the victim's flavor not read): it
+    may."""
+    if freed is None or not freed.held_in or not waiting.flavors:
+        return True
+    return not freed.held_in.isdisjoint(waiting.flavors)
+
+
+def serves(freed: QuotaScope | None, waiting: GpuDemand) -> bool:
+    """Whether GPUs counted in ``freed`` can let Kueue admit ``waiting``: where Kueue gives
+    them back (:func:`frees_quota_for`), in a flavor it may run in (:func:`may_run_on`)."""
+    return frees_quota_for(freed, waiting.quota) and may_run_on(freed, waiting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +142,9 @@ class GpuDemand:
     gpus: int
     pending_since: datetime
     quota: QuotaScope | None = None
+    flavors: frozenset[str] = frozenset()
+    """The flavors of its queue Kueue may admit it into, those whose nodes hold one of its
+    ``gpuModels`` (decision 0237); empty: any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +195,7 @@ def decide_idle_preemptions(
         if demand <= 0:
             continue
         candidates = [
-            w
-            for w in unclaimed
-            if w.vendor.lower() == vendor and frees_quota_for(w.quota, waiting.quota)
+            w for w in unclaimed if w.vendor.lower() == vendor and serves(w.quota, waiting)
         ]
         victims = fewest_covering(candidates, demand)
         for victim in victims:
@@ -205,7 +224,7 @@ def _take_in_flight(
             break
         if entry.vendor.lower() != waiting.vendor.lower():
             continue
-        if left[index] <= 0 or not frees_quota_for(entry.quota, waiting.quota):
+        if left[index] <= 0 or not serves(entry.quota, waiting):
             continue
         share = min(left[index], wanted - taken)
         left[index] -= share

@@ -85,6 +85,7 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
 
+from kaiwo_planner.domain.children.resources import gpu_resource_key
 from kaiwo_planner.domain.scheduling.freed_gpus import (
     FREED_GPUS_SETTLE,
     observed_victim,
@@ -96,6 +97,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     running_child_of,
     vendor_gpu_stats,
 )
+from kaiwo_planner.domain.scheduling.gpu_model_flavors import gpu_model_flavor_names
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     DELETED,
@@ -128,6 +130,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     parse_time,
     pending_threshold,
     waits_for_nothing,
+    workload_queue,
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
@@ -184,7 +187,9 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             )
             if since is not None and now - since > threshold:
                 scope = kaiwo_quota_scope(obj, cluster, config, trees)
-                pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since, scope))
+                flavors = _model_flavors(spec, context, config)
+                key = ObjectRef.key_of(obj)
+                pending.append(GpuDemand(key, vendor, gpus, since, scope, flavors))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
                 scope = kaiwo_quota_scope(obj, cluster, config, trees)
@@ -235,7 +240,28 @@ def _replicas_waiting(
     if waiting is None:
         return None
     scope = kaiwo_quota_scope(obj, cluster, config, trees)
-    return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope)
+    flavors = _model_flavors(obj.get("spec") or {}, context, config)
+    return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope, flavors)
+
+
+def _model_flavors(
+    spec: Mapping[str, Any], context: PlanningContext, config: KaiwoConfig
+) -> frozenset[str]:
+    """The flavors of the workload's queue that hold one of its ``gpuModels``, the only ones
+    Kueue admits it into (decision 0237); none: any."""
+    models = spec.get("gpuModels")
+    if not isinstance(models, list) or not models:
+        return frozenset()
+    gpu_key = gpu_resource_key(
+        str(spec.get("gpuVendor") or "amd"),
+        default_key=config.spec.nodes.default_gpu_resource_key,
+    )
+    return gpu_model_flavor_names(
+        context,
+        queue=workload_queue(spec, config),
+        gpu_key=gpu_key,
+        gpu_models=[str(model) for model in models],
+    )
 
 
 def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:

@@ -98,12 +98,14 @@ class QuotaTrees:
                 cluster_queue=cluster_queue,
                 lends_to=self._reach(cohort, spec, resource, "lendingLimit"),
                 borrows_from=self._reach(cohort, spec, resource, "borrowingLimit"),
+                held_in=frozenset(held_in),
             )
         return QuotaScope(
             cluster_queue=cluster_queue,
             lends_to=_longest(reach.lends_to for reach in flavors),
             borrows_from=_longest(reach.borrows_from for reach in flavors),
             flavors=flavors,
+            held_in=frozenset(held_in),
         )
 
     def _reach(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kaiwo_planner.domain.queues.node_pools import GPU_MODEL_LABEL
+from kaiwo_planner.domain.children.pod_template import GPU_MODEL_LABEL
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -37,18 +37,43 @@ def gpu_model_flavors(
     as observed (:func:`flavors_holding_models`)."""
     if not gpu_models:
         return ()
+    flavors = _queue_flavors(context, queue=queue, gpu_key=gpu_key)
+    labels = [flavor_labels for _, flavor_labels in flavors]
+    return flavors_holding_models(labels, context.cluster.nodes, gpu_models)
+
+
+def gpu_model_flavor_names(
+    context: PlanningContext, *, queue: str, gpu_key: str, gpu_models: Sequence[str]
+) -> frozenset[str]:
+    """The names of the flavors :func:`gpu_model_flavors` finds: those of ``queue`` Kueue
+    may admit a workload of ``gpu_models`` into (none: any of them, as Kueue chooses)."""
+    if not gpu_models:
+        return frozenset()
+    flavors = _queue_flavors(context, queue=queue, gpu_key=gpu_key)
+    holding = flavors_holding_models(
+        [labels for _, labels in flavors], context.cluster.nodes, gpu_models
+    )
+    return frozenset(name for name, labels in flavors if _flavor_labels(labels) in holding)
+
+
+def _queue_flavors(
+    context: PlanningContext, *, queue: str, gpu_key: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The observed ClusterQueue ``queue``'s flavors of ``gpu_key``, in order, each with its
+    node labels; none while the queue or one of its flavors is not observed (not all known:
+    the choice is left to Kueue as it was)."""
     cluster = context.cluster
     cluster_queue = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=queue)
     if cluster_queue is None:
-        return ()
-    flavors = []
+        return []
+    flavors: list[tuple[str, Mapping[str, Any]]] = []
     for name in gpu_flavor_names(cluster_queue, gpu_key):
         found = cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
         if found is None:
-            return ()  # not all known: leave the choice to Kueue as it was
+            return []
         labels = (found.get("spec") or {}).get("nodeLabels") or {}
-        flavors.append(labels if isinstance(labels, Mapping) else {})
-    return flavors_holding_models(flavors, cluster.nodes, gpu_models)
+        flavors.append((name, labels if isinstance(labels, Mapping) else {}))
+    return flavors
 
 
 def gpu_flavor_names(cluster_queue: Mapping[str, Any], gpu_key: str) -> tuple[str, ...]:

@@ -1,0 +1,92 @@
+"""GPU idle preemption frees GPUs for a waiting workload only in a flavor its ``gpuModels``
+let Kueue admit it into (decision 0280), by hand.
+
+Queue ``kaiwo`` has a flavor per GPU model, MI300X first, and a node of each. An idle opted-in
+KaiwoJob runs in ``mi300x``; ``next`` waits in the same queue for 4 GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from kaiwo_planner.domain.state.cluster import ClusterState
+
+from tests.planning_calls import planned
+from tests.unit.planner.test_gpu_models_admitted_elsewhere import NODES, QUEUE_OBJECTS
+from tests.unit.planner.test_planning import (
+    NOW,
+    RUNNING_STATUS,
+    TRAIN_SPEC,
+    admitted,
+    finding,
+    kaiwo_job,
+    opted_in,
+    queue_config,
+    running_job,
+)
+
+IDLE = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+
+
+def held_in(flavor: str) -> dict[str, Any]:
+    """The idle KaiwoJob's Job's Kueue Workload, admitted into ``flavor``."""
+    workload = admitted("job-uid-job")
+    workload["status"]["admission"] = {
+        "clusterQueue": "kaiwo",
+        "podSetAssignments": [{"name": "main", "flavors": {"amd.com/gpu": flavor}, "count": 1}],
+    }
+    return workload
+
+
+def waiting(gpu_models: list[str] | None) -> dict[str, Any]:
+    spec = {**TRAIN_SPEC, "gpus": 4, **({"gpuModels": gpu_models} if gpu_models else {})}
+    return kaiwo_job(
+        spec,
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+
+
+def idle_phase(next_job: dict[str, Any], *, flavor: str, queues: bool = True) -> str:
+    """The idle KaiwoJob's planned phase, held in ``flavor``, ``next_job`` waiting."""
+    cluster = ClusterState.from_wire(
+        nodes=NODES,
+        objects=[
+            queue_config({"name": "kaiwo"}),
+            IDLE,
+            running_job(IDLE),
+            next_job,
+            *(QUEUE_OBJECTS if queues else ()),
+        ],
+        kueue_workloads=(held_in(flavor),),
+        namespaces=["team-a"],
+    )
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+    cluster = dataclasses.replace(cluster, findings={idle.uid: idle})
+    plan = planned(owner=IDLE, cluster=cluster, now=NOW)
+    assert plan is not None and plan.status is not None
+    return str(plan.status["status"])
+
+
+def test_an_idle_job_is_kept_for_a_waiting_one_whose_gpu_models_its_flavor_holds_none_of() -> None:
+    """Kueue admits ``next`` (MI250X only) into ``mi250x`` alone: the MI300X GPUs the idle
+    Job frees are of no use to it. Before, it was deleted, and ``next`` went on waiting."""
+    assert idle_phase(waiting(["mi250x"]), flavor="mi300x") == "RUNNING"
+
+
+def test_an_idle_job_goes_for_a_waiting_one_its_flavor_can_run() -> None:
+    assert idle_phase(waiting(["mi300x"]), flavor="mi300x") == "TERMINATING"
+    assert idle_phase(waiting(["mi250x"]), flavor="mi250x") == "TERMINATING"
+    assert idle_phase(waiting(["mi250x", "mi300x"]), flavor="mi300x") == "TERMINATING"
+    # No gpuModels: any flavor of its queue.
+    assert idle_phase(waiting(None), flavor="mi300x") == "TERMINATING"
+
+
+def test_flavors_not_observed_leave_any_flavor_of_use() -> None:
+    """Without the queue's ClusterQueue and ResourceFlavors the planner cannot tell which
+    flavors hold the models: the idle Job may free what ``next`` waits for, as before."""
+    assert idle_phase(waiting(["mi250x"]), flavor="mi300x", queues=False) == "TERMINATING"
