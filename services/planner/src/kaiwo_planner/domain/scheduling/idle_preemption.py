@@ -15,10 +15,12 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   only where Kueue would give the waiting workload what the victim frees
   (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
   one cohort tree that lend and borrow across it (decisions 0271, 0272), flavor by flavor
-  (decision 0279). For the rest of its demand the **fewest** victims are chosen that
-  together cover it, and among equally few the **longest idle** first. When all unclaimed
-  eligible victims together cannot cover it, nobody is preempted for it (stopping some
-  would free GPUs it still could not use). A victim serves one beneficiary.
+  (decision 0279), and only in a flavor the waiting workload's ``gpuModels`` let Kueue admit
+  it into (:func:`serves`, decision 0280). For the rest of its demand the **fewest**
+  victims are chosen that together cover it, and among equally few the **longest idle**
+  first. When all unclaimed eligible victims together cannot cover it, nobody is preempted
+  for it (stopping some would free GPUs it still could not use). A victim serves one
+  beneficiary.
 
 Pure: every input is passed in, ``now`` included; the same inputs give the same victims.
 """

@@ -22,9 +22,10 @@ the monitor's findings: the inputs of
 * where Kueue counts each one's GPUs (:mod:`~kaiwo_planner.domain.scheduling.quota_scope`,
   decision 0236): its queue (``spec.clusterQueue`` or the KaiwoConfig's default, the
   LocalQueue the operator makes under that name), and where the observed ClusterQueue of that
-  name lends and borrows (decision 0272). A Deployment-based KaiwoService none of whose pods
-  Kueue made a Workload for (a namespace Kueue does not manage) holds no quota: its scope is
-  unknown;
+  name lends and borrows (decision 0272), flavor by flavor (decision 0279); and for a
+  waiting one with ``gpuModels``, the flavors of its queue that hold one of them (decision
+  0280). A Deployment-based KaiwoService none of whose pods Kueue made a Workload for (a
+  namespace Kueue does not manage) holds no quota: its scope is unknown;
 * in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
