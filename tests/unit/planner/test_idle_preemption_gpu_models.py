@@ -11,7 +11,9 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+from kaiwo_planner.domain.scheduling.gpu_model_flavors import gpu_model_flavor_names
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 from tests.planning_calls import planned
 from tests.unit.planner.test_gpu_models_admitted_elsewhere import NODES, QUEUE_OBJECTS
@@ -90,3 +92,31 @@ def test_flavors_not_observed_leave_any_flavor_of_use() -> None:
     """Without the queue's ClusterQueue and ResourceFlavors the planner cannot tell which
     flavors hold the models: the idle Job may free what ``next`` waits for, as before."""
     assert idle_phase(waiting(["mi250x"]), flavor="mi300x", queues=False) == "TERMINATING"
+
+
+def test_the_flavors_of_a_queue_and_models_are_worked_out_again_when_a_flavor_changes() -> None:
+    """Kept per state for each queue and models, and worked out again when a ResourceFlavor
+    (or a ClusterQueue, or a Node) changes: here ``mi250x`` comes to declare the MI300X
+    product, so both flavors hold the MI300X node and neither holds only MI250X ones."""
+
+    def state(*queue_objects: dict[str, Any]) -> ClusterState:
+        return ClusterState.from_wire(
+            nodes=NODES,
+            objects=[queue_config({"name": "kaiwo"}), *queue_objects],
+            namespaces=["team-a"],
+        )
+
+    def names(context: PlanningContext) -> frozenset[str]:
+        return gpu_model_flavor_names(
+            context, queue="kaiwo", gpu_key="amd.com/gpu", gpu_models=["mi250x"]
+        )
+
+    context = PlanningContext.of(state(*QUEUE_OBJECTS))
+    assert names(context) == {"mi250x"}
+    assert names(context) is names(context)
+    [queue, mi300x, mi250x] = QUEUE_OBJECTS
+    relabelled = {**mi250x, "spec": mi300x["spec"]}
+    moved = context.moved_to(
+        state(queue, mi300x, relabelled), changed={("kueue.x-k8s.io", "ResourceFlavor")}
+    )
+    assert names(moved) == frozenset()

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kaiwo_planner.domain.children.pod_template import GPU_MODEL_LABEL
+from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -49,11 +50,21 @@ def gpu_model_flavor_names(
     may admit a workload of ``gpu_models`` into (none: any of them, as Kueue chooses)."""
     if not gpu_models:
         return frozenset()
-    flavors = _queue_flavors(context, queue=queue, gpu_key=gpu_key)
-    holding = flavors_holding_models(
-        [labels for _, labels in flavors], context.cluster.nodes, gpu_models
+
+    def names() -> frozenset[str]:
+        flavors = _queue_flavors(context, queue=queue, gpu_key=gpu_key)
+        holding = flavors_holding_models(
+            [labels for _, labels in flavors], context.cluster.nodes, gpu_models
+        )
+        return frozenset(name for name, labels in flavors if _flavor_labels(labels) in holding)
+
+    # Once per state for each queue and models: idle preemption asks it for every waiting
+    # workload with models, each time the cluster moves, and each answer walks the nodes.
+    return context.derived(
+        ("gpu-model-flavor-names", queue, gpu_key, tuple(gpu_models)),
+        reads=(NODE_KIND, (KUEUE_GROUP, "ClusterQueue"), (KUEUE_GROUP, "ResourceFlavor")),
+        compute=names,
     )
-    return frozenset(name for name, labels in flavors if _flavor_labels(labels) in holding)
 
 
 def _queue_flavors(
