@@ -89,15 +89,30 @@ def _queue_flavors(
 
 def gpu_flavor_names(cluster_queue: Mapping[str, Any], gpu_key: str) -> tuple[str, ...]:
     """The flavors, in order, of the ClusterQueue's resource groups that cover ``gpu_key``."""
+    spec = cluster_queue.get("spec")
+    return flavors_covering(spec if isinstance(spec, Mapping) else {}, gpu_key)
+
+
+def flavors_covering(spec: Mapping[str, Any], gpu_key: str) -> tuple[str, ...]:
+    """The flavors, in order, of the resource groups of a ClusterQueue's ``spec`` that cover
+    ``gpu_key`` (what it lists quota of that resource in)."""
     names: list[str] = []
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or ():
-        if gpu_key not in (group.get("coveredResources") or ()):
+    for group in _mappings(spec.get("resourceGroups")):
+        if gpu_key not in _items(group.get("coveredResources")):
             continue
-        for flavor in group.get("flavors") or ():
+        for flavor in _mappings(group.get("flavors")):
             name = flavor.get("name")
             if isinstance(name, str) and name not in names:
                 names.append(name)
     return tuple(names)
+
+
+def _items(value: object) -> tuple[object, ...]:
+    return tuple(value) if isinstance(value, list | tuple) else ()
+
+
+def _mappings(value: object) -> list[Mapping[str, Any]]:
+    return [item for item in _items(value) if isinstance(item, Mapping)]
 
 
 def flavors_holding_models(

@@ -37,6 +37,7 @@ from kaiwo_contracts.crds.quantity import quantity_value
 from kaiwo_contracts.gpu_workloads import DEPLOYMENT, STATEFUL_SET, gpu_vendor, kind_of
 
 from kaiwo_planner.domain.scheduling.gpu_allocation import running_child_of, wire_workload_shape
+from kaiwo_planner.domain.scheduling.gpu_model_flavors import flavors_covering
 from kaiwo_planner.domain.scheduling.idle_preemption import FlavorReach, QuotaScope
 from kaiwo_planner.domain.settings.cluster_settings import workload_queue
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
@@ -91,7 +92,7 @@ class QuotaTrees:
                 ),
                 borrows_from=self._reach(cohort, spec, resource, "borrowingLimit", flavor),
             )
-            for flavor in _flavors_of(spec, resource)
+            for flavor in flavors_covering(spec, resource)
         )
         if not flavors:
             return QuotaScope(
@@ -164,12 +165,6 @@ def _quotas(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
         for flavor in _mappings(group.get("flavors"))
         for quota in _mappings(flavor.get("resources"))
     ]
-
-
-def _flavors_of(spec: Mapping[str, Any], resource: str) -> tuple[str, ...]:
-    """The flavors a ClusterQueue lists quota of ``resource`` in, in its order."""
-    found = [name for name, quota in _quotas(spec) if quota.get("name") == resource and name]
-    return tuple(dict.fromkeys(found))
 
 
 def _longest(reaches: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
