@@ -188,7 +188,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             )
             if since is not None and now - since > threshold:
                 scope = kaiwo_quota_scope(obj, cluster, config, trees)
-                flavors = _model_flavors(spec, context, config)
+                flavors = _model_flavors(spec, vendor, context, config)
                 key = ObjectRef.key_of(obj)
                 pending.append(GpuDemand(key, vendor, gpus, since, scope, flavors))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
@@ -241,22 +241,19 @@ def _replicas_waiting(
     if waiting is None:
         return None
     scope = kaiwo_quota_scope(obj, cluster, config, trees)
-    flavors = _model_flavors(obj.get("spec") or {}, context, config)
+    flavors = _model_flavors(obj.get("spec") or {}, vendor, context, config)
     return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope, flavors)
 
 
 def _model_flavors(
-    spec: Mapping[str, Any], context: PlanningContext, config: KaiwoConfig
+    spec: Mapping[str, Any], vendor: str, context: PlanningContext, config: KaiwoConfig
 ) -> frozenset[str]:
     """The flavors of the workload's queue that hold one of its ``gpuModels``, the only ones
     Kueue admits it into (decision 0237); none: any."""
     models = spec.get("gpuModels")
     if not isinstance(models, list) or not models:
         return frozenset()
-    gpu_key = gpu_resource_key(
-        str(spec.get("gpuVendor") or "amd"),
-        default_key=config.spec.nodes.default_gpu_resource_key,
-    )
+    gpu_key = gpu_resource_key(vendor, default_key=config.spec.nodes.default_gpu_resource_key)
     return gpu_model_flavor_names(
         context,
         queue=workload_queue(spec, config),
