@@ -16,7 +16,8 @@ Kueue still did not admit). And so it is for a Job waiting in a LocalQueue and C
 platform team made, which the operator did not watch before decision 0270. Two ClusterQueues
 of two cohorts under one Cohort do share (decision 0271): an idle Job of one goes for a Job
 waiting in the other, which Kueue then admits on what it freed; but not where the idle
-Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272).
+Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272), nor for a Job of a
+queue that already borrows all its ``borrowingLimit`` lets it (decision 0281).
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -299,7 +300,8 @@ def platform_cluster_queue(
     name: str, cohort: str | None = None, *, spare: dict[str, int] | None = None, **limits: int
 ) -> dict[str, Any]:
     """A ClusterQueue a platform team made (not Kaiwo): 8 MI300X GPUs of Kaiwo's flavor, for
-    every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``...) on them;
+    every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``..., or another
+    ``nominalQuota``) on them;
     and 8 more of the flavor :data:`SPARE` after it, with ``spare``'s limits, if given."""
     gpus = {"name": "amd.com/gpu", "nominalQuota": 8, **limits}
     flavors = [{"name": "mi300x", "resources": [gpus]}]
@@ -493,6 +495,54 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_where_its_flavor_lend
         assert await admitted_into(pipeline, plain, "idle-n") == "mi300x"
         await waiting_for_gpus(pipeline, plain, "waiter-o", "lo")
         await kept_idle(pipeline, plain, "idle-n")
+
+
+async def test_an_idle_job_is_kept_for_a_job_of_a_queue_that_borrows_all_its_limit_lets_it(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0281: ClusterQueues ``ur`` (8 GPUs, ``borrowingLimit: 8``) and ``us`` (16
+    GPUs) of the cohort ``loan``. Two Jobs of ``ur`` run, the second on 8 GPUs borrowed from
+    ``us``'s unused quota; an idle opted-in Job of ``us`` runs on its own. Kueue would admit a
+    third Job of ``ur`` only on more borrowed quota than ``ur``'s limit, so the idle Job is
+    kept for it. Before, a borrowing limit above 0 was open however much of it was used: the
+    idle Job was deleted, and the waiting Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cluster_queue("ur", "loan", borrowingLimit=8),
+        platform_cluster_queue("us", "loan", nominalQuota=16),
+        platform_local_queue("lr", plain, "ur"),
+        platform_local_queue("ls", plain, "us"),
+        jobs=("holder-r", "borrower-r", "idle-s", "waiter-r"),
+    ):
+        await pipeline.kube.create(plain_job("holder-r", plain, "lr"), field_manager="carol")
+        await running_pod(pipeline, plain, "holder-r")
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("borrower-r", "lr"), idle=("idle-s", "ls")
+        )
+        await borrows(pipeline, "ur", "8")
+        await waiting_for_gpus(pipeline, plain, "waiter-r", "lr")
+        await kept_idle(pipeline, plain, "idle-s")
+
+
+async def borrows(pipeline: Pipeline, cluster_queue: str, gpus: str) -> None:
+    """Kueue's status of ``cluster_queue`` comes to say it borrows ``gpus`` MI300X GPUs."""
+
+    async def check() -> bool | Pending:
+        found = await pipeline.kube.get(resources.KUEUE_CLUSTER_QUEUE, cluster_queue)
+        usage = (found.get("status") or {}).get("flavorsReservation") or ()
+        borrowed = [
+            resource.get("borrowed")
+            for flavor in usage
+            if flavor.get("name") == "mi300x"
+            for resource in flavor.get("resources") or ()
+            if resource.get("name") == "amd.com/gpu"
+        ]
+        return True if borrowed == [gpus] else Pending(f"{cluster_queue} borrows {borrowed}")
+
+    await eventually(check, what=f"{cluster_queue} borrowing {gpus} GPUs", within=STEP)
 
 
 async def admitted_into(pipeline: Pipeline, namespace: str, job: str) -> str:

@@ -190,6 +190,63 @@ def test_an_idle_job_is_kept_for_a_queue_its_own_lends_nothing_or_that_borrows_n
     assert preempted_for(idle_job("qb"), *waiting_job("qb"), *local, *lends_nothing) == "waits"
 
 
+def borrowing(queue: dict[str, Any], field: str, **by_flavor: str) -> dict[str, Any]:
+    """``queue`` with a status that says it borrows ``by_flavor`` AMD GPUs (in ``field``:
+    ``flavorsReservation`` or ``flavorsUsage``), as Kueue writes it."""
+    usage = [
+        {"name": flavor, "resources": [{"name": "amd.com/gpu", "total": "16", "borrowed": amount}]}
+        for flavor, amount in by_flavor.items()
+    ]
+    return {**queue, "status": {field: usage}}
+
+
+def test_an_idle_job_is_kept_for_a_queue_that_borrows_all_its_limit_lets_it_already() -> None:
+    """Decision 0281: ``qa`` may borrow 8 GPUs of each flavor, and Kueue's status says it
+    borrows 8 of each already: Kueue admits none of its workloads on more, so what the idle
+    Job of ``qb`` frees would go to nobody waiting in ``qa``. Before, a limit above 0 was
+    open however much of it was used."""
+    local = (local_queue("qa", "qa"), local_queue("qb", "qb"))
+    limited = cluster_queue("qa", "research", borrowingLimit=8)
+    lender = cluster_queue("qb", "research")
+    waiting = waiting_job("qa")
+    for field in ("flavorsReservation", "flavorsUsage"):
+        used_up = borrowing(limited, field, mi300x="8", mi250="8")
+        assert preempted_for(idle_job("qb"), *waiting, *local, used_up, lender) is None
+    # Room left in one flavor, or no limit at all: it may borrow what the idle Job frees.
+    some_room = borrowing(limited, "flavorsReservation", mi300x="8", mi250="4")
+    assert preempted_for(idle_job("qb"), *waiting, *local, some_room, lender) == "waits"
+    unlimited = borrowing(cluster_queue("qa", "research"), "flavorsUsage", mi300x="8", mi250="8")
+    assert preempted_for(idle_job("qb"), *waiting, *local, unlimited, lender) == "waits"
+
+
+def test_a_queue_borrowing_all_its_limit_borrows_no_more_of_that_flavor() -> None:
+    """Per flavor, the larger of the reservation and the usage Kueue reports counts."""
+    queue = cluster_queue("qa", "research", borrowingLimit="8")
+    queue["status"] = {
+        "flavorsReservation": [
+            {"name": "mi300x", "resources": [{"name": "amd.com/gpu", "borrowed": "8"}]},
+            {"name": "mi250", "resources": [{"name": "amd.com/gpu", "borrowed": "2"}]},
+        ],
+        "flavorsUsage": [
+            {"name": "mi300x", "resources": [{"name": "amd.com/gpu", "borrowed": "0"}]},
+            {"name": "mi250", "resources": [{"name": "amd.com/gpu", "borrowed": "7"}]},
+        ],
+    }
+    forest = QuotaTrees.of(cluster(queue, cluster_queue("qb", "research")))
+    assert forest.scope("qa", "amd").flavors == (
+        FlavorReach("mi300x", lends_to=("research",), borrows_from=()),
+        FlavorReach("mi250", lends_to=("research",), borrows_from=("research",)),
+    )
+    queue["status"]["flavorsUsage"][1]["resources"][0]["borrowed"] = "8"
+    forest = QuotaTrees.of(cluster(queue, cluster_queue("qb", "research")))
+    assert all(reach.borrows_from == () for reach in forest.scope("qa", "amd").flavors)
+    # Another resource borrowed (CPUs, which set no limit) closes nothing for the GPUs.
+    cpus = [{"name": "mi300x", "resources": [{"name": "cpu", "borrowed": "64"}]}]
+    queue["status"] = {"flavorsUsage": cpus}
+    forest = QuotaTrees.of(cluster(queue, cluster_queue("qb", "research")))
+    assert all(reach.borrows_from == ("research",) for reach in forest.scope("qa", "amd").flavors)
+
+
 def trees(*objects: dict[str, Any]) -> QuotaTrees:
     def specs(kind: str) -> dict[str, Any]:
         return {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == kind}

@@ -4,7 +4,8 @@ idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236,
 
 Quota a workload frees goes back to its own ClusterQueue and is lent only up its cohort tree,
 as far as lending limits let it, to queues whose borrowing limits let them take it, flavor by
-flavor (decision 0279); so GPU idle preemption asks where both the victim and the waiting
+flavor (decision 0279), and not to a queue that already borrows all its borrowing limit lets
+it (decision 0281); so GPU idle preemption asks where both the victim and the waiting
 workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
@@ -29,7 +30,8 @@ of its own that may not be so.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
@@ -51,16 +53,20 @@ QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
 @dataclass(frozen=True, slots=True)
 class QuotaTrees:
     """The observed ClusterQueues' and Cohorts' specs by name: where quota a queue frees
-    goes, and where a queue may borrow from (:meth:`scope`)."""
+    goes, and where a queue may borrow from (:meth:`scope`); and what each ClusterQueue
+    borrows now, as its status says."""
 
     cluster_queues: Mapping[str, Mapping[str, Any]]
     cohorts: Mapping[str, Mapping[str, Any]]
+    borrowed: Mapping[str, Mapping[tuple[str, str], Decimal]] = field(default_factory=dict)
+    """By ClusterQueue name, by (flavor, resource): the quota it borrows from its cohort."""
 
     @classmethod
     def of(cls, cluster: ClusterState) -> QuotaTrees:
         return cls(
             cluster_queues=_specs_by_name(cluster, "ClusterQueue"),
             cohorts=_specs_by_name(cluster, "Cohort"),
+            borrowed=_borrowed_by_queue(cluster),
         )
 
     def knows(self, cluster_queue: str) -> bool:
@@ -78,7 +84,8 @@ class QuotaTrees:
         quota of a flavor to its cohort, and a cohort's on to its parent (a Cohort's
         ``parentName``, decision 0271), unless the lender's ``lendingLimit`` for that flavor
         of the resource is 0; a queue or cohort whose ``borrowingLimit`` for it is 0 borrows
-        nothing of it from above. A queue borrows only the flavors it lists."""
+        nothing of it from above, nor does a queue that borrows as much as its limit already
+        (decision 0281). A queue borrows only the flavors it lists."""
         resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
         spec = self.cluster_queues.get(cluster_queue, {})
         cohort = cluster_queue_cohort(spec)
@@ -90,7 +97,11 @@ class QuotaTrees:
                     if not held_in or flavor in held_in
                     else ()
                 ),
-                borrows_from=self._reach(cohort, spec, resource, "borrowingLimit", flavor),
+                borrows_from=(
+                    ()
+                    if self._borrows_its_limit(cluster_queue, spec, resource, flavor)
+                    else self._reach(cohort, spec, resource, "borrowingLimit", flavor)
+                ),
             )
             for flavor in flavors_covering(spec, resource)
         )
@@ -127,6 +138,19 @@ class QuotaTrees:
             cohort = _text(spec.get("parentName"))
         return tuple(reached)
 
+    def _borrows_its_limit(
+        self, cluster_queue: str, spec: Mapping[str, Any], resource: str, flavor: str
+    ) -> bool:
+        """Whether the queue (of ``spec``) borrows of ``flavor``'s ``resource`` as much as its
+        ``borrowingLimit`` lets it already: Kueue admits none of its workloads on more
+        borrowed quota, whatever other queues of its cohort free (decision 0281)."""
+        borrowed = self.borrowed.get(cluster_queue, {}).get((flavor, resource), Decimal(0))
+        return any(
+            (limit := _quantity(quota.get("borrowingLimit"))) is not None and borrowed >= limit
+            for name, quota in _quotas(spec)
+            if name == flavor and quota.get("name") == resource
+        )
+
 
 def cluster_queue_cohort(spec: Mapping[str, Any]) -> str:
     """A ClusterQueue's cohort ("" for none): ``spec.cohort`` as the watcher reads
@@ -140,6 +164,28 @@ def _specs_by_name(cluster: ClusterState, kind: str) -> dict[str, Mapping[str, A
         name, spec = _mapping(obj.get("metadata")).get("name"), obj.get("spec")
         if isinstance(name, str):
             found[name] = spec if isinstance(spec, Mapping) else {}
+    return found
+
+
+def _borrowed_by_queue(cluster: ClusterState) -> dict[str, dict[tuple[str, str], Decimal]]:
+    """What each observed ClusterQueue borrows, by flavor and resource: the larger of its
+    status's ``flavorsReservation`` (quota reserved, which Kueue admits by) and
+    ``flavorsUsage`` (quota of admitted workloads)."""
+    found: dict[str, dict[tuple[str, str], Decimal]] = {}
+    for obj in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
+        name, status = _mapping(obj.get("metadata")).get("name"), _mapping(obj.get("status"))
+        if not isinstance(name, str):
+            continue
+        borrowed: dict[tuple[str, str], Decimal] = {}
+        for field_name in ("flavorsReservation", "flavorsUsage"):
+            for flavor in _mappings(status.get(field_name)):
+                for resource in _mappings(flavor.get("resources")):
+                    amount = _quantity(resource.get("borrowed"))
+                    key = (_text(flavor.get("name")), _text(resource.get("name")))
+                    if amount is not None and amount > borrowed.get(key, Decimal(0)):
+                        borrowed[key] = amount
+        if borrowed:
+            found[name] = borrowed
     return found
 
 
@@ -173,9 +219,14 @@ def _longest(reaches: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def _zero(value: object) -> bool:
+    return _quantity(value) == 0
+
+
+def _quantity(value: object) -> Decimal | None:
+    """A quantity as Kueue's objects write it (``8``, ``"8"``, ``"500m"``); None for none."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        return False
-    return quantity_value(str(value)) == 0
+        return None
+    return quantity_value(str(value))
 
 
 def kaiwo_quota_scope(
