@@ -17,6 +17,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 )
 from kaiwo_planner.domain.scheduling.quota_scope import QuotaTrees, queue_name_of
 
+from tests.unit.planner.kueue_queues import cohort_queue
 from tests.unit.planner.test_gpu_workloads import (
     KAIWO,
     NOW,
@@ -292,20 +293,6 @@ def test_a_cycle_of_cohorts_ends_the_walk_where_it_repeats() -> None:
     )
 
 
-def queue_of(name: str, cohort: str, **flavors: dict[str, int]) -> dict[str, Any]:
-    """A ClusterQueue of ``cohort`` with 8 AMD GPUs in each of ``flavors``, in that order,
-    each with its own limits."""
-    listed = [
-        {"name": flavor, "resources": [{"name": "amd.com/gpu", "nominalQuota": 8, **limits}]}
-        for flavor, limits in flavors.items()
-    ]
-    spec = {
-        "cohort": cohort,
-        "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": listed}],
-    }
-    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
-
-
 LAB_QUEUES: Final = {
     "lends-mi250-only": {"mi300x": {"lendingLimit": 0}, "mi250": {}},
     "mi300x-only": {"mi300x": {}},
@@ -317,7 +304,7 @@ its MI300X quota."""
 
 
 def lab_queues() -> tuple[dict[str, Any], ...]:
-    return tuple(queue_of(name, "lab", **flavors) for name, flavors in LAB_QUEUES.items())
+    return tuple(cohort_queue(name, "lab", **flavors) for name, flavors in LAB_QUEUES.items())
 
 
 LAB: Final = trees(*lab_queues())

@@ -16,6 +16,7 @@ from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 from tests.planning_calls import planned, planning
+from tests.unit.planner.kueue_queues import cohort_queue
 
 EXPECTED = Path(__file__).parent / "planning_expected"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -2566,24 +2567,6 @@ def test_an_idle_workload_is_kept_for_a_pending_one_of_another_cluster_queue(clu
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 
-def lab_queue(name: str, **flavors: dict[str, int]) -> dict[str, Any]:
-    """A ClusterQueue as observed, of the cohort ``lab``, with 8 AMD GPUs in each of
-    ``flavors``, each with its own limits."""
-    listed = [
-        {"name": flavor, "resources": [{"name": "amd.com/gpu", "nominalQuota": 8, **limits}]}
-        for flavor, limits in flavors.items()
-    ]
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name, "uid": f"cq-{name}"},
-        "spec": {
-            "cohort": "lab",
-            "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": listed}],
-        },
-    }
-
-
 def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_nothing(
     cluster_with,
 ):
@@ -2600,8 +2583,8 @@ def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_n
         created="2026-01-01T11:50:00Z",
     )
     queues = (
-        lab_queue("kaiwo", mi300x={"lendingLimit": 0}, mi250={}),
-        lab_queue("other", mi300x={}, mi250={}),
+        cohort_queue("kaiwo", "lab", mi300x={"lendingLimit": 0}, mi250={}),
+        cohort_queue("other", "lab", mi300x={}, mi250={}),
     )
     idle = finding(idle_since=NOW - timedelta(minutes=11))
 
