@@ -191,11 +191,17 @@ def test_an_idle_job_is_kept_for_a_queue_its_own_lends_nothing_or_that_borrows_n
     assert preempted_for(idle_job("qb"), *waiting_job("qb"), *local, *lends_nothing) == "waits"
 
 
-def borrowing(queue: dict[str, Any], field: str, **by_flavor: str) -> dict[str, Any]:
-    """``queue`` with a status that says it borrows ``by_flavor`` AMD GPUs (in ``field``:
-    ``flavorsReservation`` or ``flavorsUsage``), as Kueue writes it."""
+def borrowing(queue: dict[str, Any], field: str, **by_flavor: int) -> dict[str, Any]:
+    """``queue`` (8 AMD GPUs of each flavor) with a status that says it uses all of them and
+    borrows ``by_flavor`` more (in ``field``: ``flavorsReservation`` or ``flavorsUsage``), as
+    Kueue writes it."""
     usage = [
-        {"name": flavor, "resources": [{"name": "amd.com/gpu", "total": "16", "borrowed": amount}]}
+        {
+            "name": flavor,
+            "resources": [
+                {"name": "amd.com/gpu", "total": str(8 + amount), "borrowed": str(amount)}
+            ],
+        }
         for flavor, amount in by_flavor.items()
     ]
     return {**queue, "status": {field: usage}}
@@ -203,25 +209,29 @@ def borrowing(queue: dict[str, Any], field: str, **by_flavor: str) -> dict[str, 
 
 def test_an_idle_job_is_kept_for_a_queue_that_borrows_all_its_limit_lets_it_already() -> None:
     """Decision 0281: ``qa`` may borrow 8 GPUs of each flavor, and Kueue's status says it
-    borrows 8 of each already: Kueue admits none of its workloads on more, so what the idle
-    Job of ``qb`` frees would go to nobody waiting in ``qa``. Before, a limit above 0 was
-    open however much of it was used."""
+    borrows 8 of each already, or 7 while the waiting Job wants 2: Kueue admits it on no
+    more, so what the idle Job of ``qb`` frees would go to nobody waiting in ``qa``. Before,
+    a limit above 0 was open however much of it was used."""
     local = (local_queue("qa", "qa"), local_queue("qb", "qb"))
     limited = cluster_queue("qa", "research", borrowingLimit=8)
     lender = cluster_queue("qb", "research")
     waiting = waiting_job("qa")
     for field in ("flavorsReservation", "flavorsUsage"):
-        used_up = borrowing(limited, field, mi300x="8", mi250="8")
+        used_up = borrowing(limited, field, mi300x=8, mi250=8)
         assert preempted_for(idle_job("qb"), *waiting, *local, used_up, lender) is None
-    # Room left in one flavor, or no limit at all: it may borrow what the idle Job frees.
-    some_room = borrowing(limited, "flavorsReservation", mi300x="8", mi250="4")
+    too_little = borrowing(limited, "flavorsReservation", mi300x=7, mi250=7)
+    assert preempted_for(idle_job("qb"), *waiting, *local, too_little, lender) is None
+    # Room for its 2 GPUs in one flavor, or no limit at all: it may borrow what is freed.
+    some_room = borrowing(limited, "flavorsReservation", mi300x=8, mi250=6)
     assert preempted_for(idle_job("qb"), *waiting, *local, some_room, lender) == "waits"
-    unlimited = borrowing(cluster_queue("qa", "research"), "flavorsUsage", mi300x="8", mi250="8")
+    unlimited = borrowing(cluster_queue("qa", "research"), "flavorsUsage", mi300x=8, mi250=8)
     assert preempted_for(idle_job("qb"), *waiting, *local, unlimited, lender) == "waits"
 
 
 def test_a_queue_borrowing_all_its_limit_borrows_no_more_of_that_flavor() -> None:
-    """Per flavor, the larger of the reservation and the usage Kueue reports counts."""
+    """Per flavor, the larger of the reservation and the usage Kueue reports counts; for a
+    waiting workload, also whether what the queue holds and what it wants pass the queue's
+    nominal quota and borrowing limit together."""
     queue = cluster_queue("qa", "research", borrowingLimit="8")
     queue["status"] = {
         "flavorsReservation": [
@@ -238,6 +248,11 @@ def test_a_queue_borrowing_all_its_limit_borrows_no_more_of_that_flavor() -> Non
         FlavorReach("mi300x", lends_to=("research",), borrows_from=()),
         FlavorReach("mi250", lends_to=("research",), borrows_from=("research",)),
     )
+    # Holding 10 of MI250 (8 + 2 borrowed): 6 more fit under 8 + 8, 7 do not.
+    queue["status"]["flavorsUsage"][1]["resources"][0]["total"] = "10"
+    forest = QuotaTrees.of(cluster(queue, cluster_queue("qb", "research")))
+    assert forest.scope("qa", "amd", wanting=6).flavors[1].borrows_from == ("research",)
+    assert forest.scope("qa", "amd", wanting=7).flavors[1].borrows_from == ()
     queue["status"]["flavorsUsage"][1]["resources"][0]["borrowed"] = "8"
     forest = QuotaTrees.of(cluster(queue, cluster_queue("qb", "research")))
     assert all(reach.borrows_from == () for reach in forest.scope("qa", "amd").flavors)

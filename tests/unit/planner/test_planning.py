@@ -2603,6 +2603,80 @@ def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_n
     assert phase_held_in("mi250") == "TERMINATING"
 
 
+def waiting_kaiwo_job() -> list[dict[str, Any]]:
+    """``next``, a KaiwoJob of queue ``other`` PENDING for 4 GPUs since 11:50."""
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "other"},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    return [waiting]
+
+
+def waiting_replica() -> list[dict[str, Any]]:
+    """``chat``, a READY KaiwoService of queue ``other`` (2 replicas of 4 GPUs): Kueue
+    admitted one replica's pod and has gated the other's since 11:30 (decision 0236)."""
+    spec = {"image": "vllm", "replicas": 2, "gpusPerReplica": 4, "clusterQueue": "other"}
+    serve = kaiwo_service(spec, status={"status": "READY", "startTime": "2026-01-01T11:00:00Z"})
+    objects: list[dict[str, Any]] = [serve]
+    for name, conditions in (("chat-a", [{"type": "Admitted", "status": "True"}]), ("chat-b", [])):
+        labels = {"kaiwo.silogen.ai/run-id": "svc-uid"}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "team-a",
+                "uid": f"uid-{name}",
+                "labels": labels,
+            },
+        }
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"pod-{name}",
+                "namespace": "team-a",
+                "uid": f"uid-{name}-workload",
+                "creationTimestamp": "2026-01-01T11:30:00Z",
+                "ownerReferences": [{"kind": "Pod", "name": name, "uid": f"uid-{name}"}],
+            },
+            "status": {"conditions": conditions},
+        }
+        objects += [pod, workload]
+    return objects
+
+
+@pytest.mark.parametrize("waiting", [waiting_kaiwo_job, waiting_replica])
+def test_an_idle_workload_is_kept_for_one_whose_queue_has_no_room_left_to_borrow(
+    cluster_with, waiting
+):
+    """Decision 0281: a workload waits for 4 GPUs in ``other``, which may borrow 8 beyond its
+    8 of each flavor. Holding 14 of each (6 borrowed), it may take 2 more: Kueue admits the
+    waiting workload on nothing the idle job of ``kaiwo`` frees, and the idle job is kept.
+    Holding 12 (4 borrowed), it is preempted. Before, any limit above 0 was open."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+    others = waiting()
+    workloads = tuple(o for o in others if o["kind"] == "Workload")
+    others = [o for o in others if o["kind"] != "Workload"]
+
+    def phase_beside(borrowed: int) -> str:
+        limited = cohort_queue("other", "lab", mi300x={"borrowingLimit": 8})
+        usage = {"name": "amd.com/gpu", "total": str(8 + borrowed), "borrowed": str(borrowed)}
+        limited["status"] = {"flavorsReservation": [{"name": "mi300x", "resources": [usage]}]}
+        queues = (cohort_queue("kaiwo", "lab", mi300x={}), limited)
+        cluster = cluster_with(owner, running_job(owner), *others, *queues, workloads=workloads)
+        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+        assert plan is not None and plan.status is not None
+        return str(plan.status["status"])
+
+    assert phase_beside(6) == "RUNNING"
+    assert phase_beside(4) == "TERMINATING"
+
+
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
 
 

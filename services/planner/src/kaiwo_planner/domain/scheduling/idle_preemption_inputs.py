@@ -187,7 +187,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 (obj.get("metadata") or {}).get("creationTimestamp")
             )
             if since is not None and now - since > threshold:
-                scope = kaiwo_quota_scope(obj, cluster, config, trees)
+                scope = kaiwo_quota_scope(obj, cluster, config, trees, wanting=gpus)
                 flavors = _model_flavors(spec, vendor, context, config)
                 key = ObjectRef.key_of(obj)
                 pending.append(GpuDemand(key, vendor, gpus, since, scope, flavors))
@@ -240,7 +240,7 @@ def _replicas_waiting(
     waiting = replicas_waiting(obj, cluster, lambda: _held_gpus(obj, context))
     if waiting is None:
         return None
-    scope = kaiwo_quota_scope(obj, cluster, config, trees)
+    scope = kaiwo_quota_scope(obj, cluster, config, trees, wanting=waiting.gpus)
     flavors = _model_flavors(obj.get("spec") or {}, vendor, context, config)
     return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope, flavors)
 
@@ -313,7 +313,7 @@ def _foreign(
         if waiting is not None:
             # A pod no node could hold is helped by nobody's GPUs (decision 0256).
             if now - waiting.since > threshold and could_be_placed(root, cluster.nodes):
-                scope = foreign_quota_scope(root, cluster, trees)
+                scope = foreign_quota_scope(root, cluster, trees, wanting=waiting.gpus)
                 key = ObjectRef.key_of(root)
                 pending.append(GpuDemand(key, gpu_vendor(root), waiting.gpus, waiting.since, scope))
             continue

@@ -4,9 +4,9 @@ idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236,
 
 Quota a workload frees goes back to its own ClusterQueue and is lent only up its cohort tree,
 as far as lending limits let it, to queues whose borrowing limits let them take it, flavor by
-flavor (decision 0279), and not to a queue that already borrows all its borrowing limit lets
-it (decision 0281); so GPU idle preemption asks where both the victim and the waiting
-workload are counted (:class:`QuotaTrees`).
+flavor (decision 0279), and not to a queue whose borrowing limit leaves too little room for
+the waiting workload (decision 0281); so GPU idle preemption asks where both the victim and
+the waiting workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
   default; the operator's LocalQueue carries that name), the observed ClusterQueue of that
@@ -53,27 +53,32 @@ QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
 @dataclass(frozen=True, slots=True)
 class QuotaTrees:
     """The observed ClusterQueues' and Cohorts' specs by name: where quota a queue frees
-    goes, and where a queue may borrow from (:meth:`scope`); and what each ClusterQueue
-    borrows now, as its status says."""
+    goes, and where a queue may borrow from (:meth:`scope`); and the quota each ClusterQueue
+    holds now, as its status says."""
 
     cluster_queues: Mapping[str, Mapping[str, Any]]
     cohorts: Mapping[str, Mapping[str, Any]]
-    borrowed: Mapping[str, Mapping[tuple[str, str], Decimal]] = field(default_factory=dict)
-    """By ClusterQueue name, by (flavor, resource): the quota it borrows from its cohort."""
+    in_use: Mapping[str, Mapping[tuple[str, str], QuotaInUse]] = field(default_factory=dict)
+    """By ClusterQueue name, by (flavor, resource)."""
 
     @classmethod
     def of(cls, cluster: ClusterState) -> QuotaTrees:
         return cls(
             cluster_queues=_specs_by_name(cluster, "ClusterQueue"),
             cohorts=_specs_by_name(cluster, "Cohort"),
-            borrowed=_borrowed_by_queue(cluster),
+            in_use=_in_use_by_queue(cluster),
         )
 
     def knows(self, cluster_queue: str) -> bool:
         return cluster_queue in self.cluster_queues
 
     def scope(
-        self, cluster_queue: str, vendor: str, *, held_in: Collection[str] = ()
+        self,
+        cluster_queue: str,
+        vendor: str,
+        *,
+        held_in: Collection[str] = (),
+        wanting: int = 0,
     ) -> QuotaScope:
         """Where the GPUs of ``vendor`` that a workload of ``cluster_queue`` frees can go,
         and where that queue may borrow them from (decision 0272), flavor by flavor
@@ -84,8 +89,9 @@ class QuotaTrees:
         quota of a flavor to its cohort, and a cohort's on to its parent (a Cohort's
         ``parentName``, decision 0271), unless the lender's ``lendingLimit`` for that flavor
         of the resource is 0; a queue or cohort whose ``borrowingLimit`` for it is 0 borrows
-        nothing of it from above, nor does a queue that borrows as much as its limit already
-        (decision 0281). A queue borrows only the flavors it lists."""
+        nothing of it from above, nor does a queue whose limit leaves too little room for the
+        ``wanting`` GPUs of a waiting workload (decision 0281). A queue borrows only the
+        flavors it lists."""
         resource = GPU_RESOURCE_BY_VENDOR.get(vendor.lower(), "")
         spec = self.cluster_queues.get(cluster_queue, {})
         cohort = cluster_queue_cohort(spec)
@@ -99,7 +105,7 @@ class QuotaTrees:
                 ),
                 borrows_from=(
                     ()
-                    if self._borrows_its_limit(cluster_queue, spec, resource, flavor)
+                    if self._no_room_to_borrow(cluster_queue, spec, (flavor, resource), wanting)
                     else self._reach(cohort, spec, resource, "borrowingLimit", flavor)
                 ),
             )
@@ -138,18 +144,37 @@ class QuotaTrees:
             cohort = _text(spec.get("parentName"))
         return tuple(reached)
 
-    def _borrows_its_limit(
-        self, cluster_queue: str, spec: Mapping[str, Any], resource: str, flavor: str
+    def _no_room_to_borrow(
+        self,
+        cluster_queue: str,
+        spec: Mapping[str, Any],
+        flavor_resource: tuple[str, str],
+        wanting: int,
     ) -> bool:
-        """Whether the queue (of ``spec``) borrows of ``flavor``'s ``resource`` as much as its
-        ``borrowingLimit`` lets it already: Kueue admits none of its workloads on more
-        borrowed quota, whatever other queues of its cohort free (decision 0281)."""
-        borrowed = self.borrowed.get(cluster_queue, {}).get((flavor, resource), Decimal(0))
-        return any(
-            (limit := _quantity(quota.get("borrowingLimit"))) is not None and borrowed >= limit
-            for name, quota in _quotas(spec)
-            if name == flavor and quota.get("name") == resource
-        )
+        """Whether the queue (of ``spec``) can borrow no more of a flavor's resource for a
+        workload ``wanting`` that much of it: it borrows as much as its ``borrowingLimit``
+        lets it already, or what it holds and the workload's together pass its nominal quota
+        and that limit. Kueue admits no workload of it on more borrowed quota, whatever other
+        queues of its cohort free (decision 0281)."""
+        flavor, resource = flavor_resource
+        held = self.in_use.get(cluster_queue, {}).get(flavor_resource, QuotaInUse())
+        for name, quota in _quotas(spec):
+            limit = _quantity(quota.get("borrowingLimit"))
+            if name != flavor or quota.get("name") != resource or limit is None:
+                continue
+            ceiling = (_quantity(quota.get("nominalQuota")) or 0) + limit
+            if held.borrowed >= limit or (wanting > 0 and held.total + wanting > ceiling):
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaInUse:
+    """A ClusterQueue's quota of one flavor's resource in use (``total``), and how much of
+    that it borrows from its cohort, as its status says."""
+
+    total: Decimal = Decimal(0)
+    borrowed: Decimal = Decimal(0)
 
 
 def cluster_queue_cohort(spec: Mapping[str, Any]) -> str:
@@ -167,26 +192,32 @@ def _specs_by_name(cluster: ClusterState, kind: str) -> dict[str, Mapping[str, A
     return found
 
 
-def _borrowed_by_queue(cluster: ClusterState) -> dict[str, dict[tuple[str, str], Decimal]]:
-    """What each observed ClusterQueue borrows, by flavor and resource: the larger of its
+def _in_use_by_queue(cluster: ClusterState) -> dict[str, dict[tuple[str, str], QuotaInUse]]:
+    """The quota each observed ClusterQueue holds, by flavor and resource: the larger of its
     status's ``flavorsReservation`` (quota reserved, which Kueue admits by) and
-    ``flavorsUsage`` (quota of admitted workloads)."""
-    found: dict[str, dict[tuple[str, str], Decimal]] = {}
+    ``flavorsUsage`` (quota of admitted workloads), for the total and the borrowed each."""
+    found: dict[str, dict[tuple[str, str], QuotaInUse]] = {}
     for obj in cluster.objects_of_kind(group=KUEUE_GROUP, kind="ClusterQueue"):
         name, status = _mapping(obj.get("metadata")).get("name"), _mapping(obj.get("status"))
         if not isinstance(name, str):
             continue
-        borrowed: dict[tuple[str, str], Decimal] = {}
+        in_use: dict[tuple[str, str], QuotaInUse] = {}
         for field_name in ("flavorsReservation", "flavorsUsage"):
             for flavor in _mappings(status.get(field_name)):
                 for resource in _mappings(flavor.get("resources")):
-                    amount = _quantity(resource.get("borrowed"))
                     key = (_text(flavor.get("name")), _text(resource.get("name")))
-                    if amount is not None and amount > borrowed.get(key, Decimal(0)):
-                        borrowed[key] = amount
-        if borrowed:
-            found[name] = borrowed
+                    before = in_use.get(key, QuotaInUse())
+                    in_use[key] = QuotaInUse(
+                        total=max(before.total, _amount(resource, "total")),
+                        borrowed=max(before.borrowed, _amount(resource, "borrowed")),
+                    )
+        if in_use:
+            found[name] = in_use
     return found
+
+
+def _amount(resource: Mapping[str, Any], key: str) -> Decimal:
+    return _quantity(resource.get(key)) or Decimal(0)
 
 
 def _limit_open(
@@ -230,11 +261,17 @@ def _quantity(value: object) -> Decimal | None:
 
 
 def kaiwo_quota_scope(
-    obj: Mapping[str, Any], cluster: ClusterState, config: KaiwoConfig, trees: QuotaTrees
+    obj: Mapping[str, Any],
+    cluster: ClusterState,
+    config: KaiwoConfig,
+    trees: QuotaTrees,
+    *,
+    wanting: int = 0,
 ) -> QuotaScope | None:
-    """Where Kueue counts the Kaiwo workload's GPUs (module docstring). Its Job, RayJob or
-    AppWrapper carries the queue label, so Kueue queues it in any namespace; a Deployment's
-    pods only where Kueue manages the namespace, seen by the Workloads Kueue made for them."""
+    """Where Kueue counts the Kaiwo workload's GPUs (module docstring), ``wanting`` that many
+    more when it waits for them. Its Job, RayJob or AppWrapper carries the queue label, so
+    Kueue queues it in any namespace; a Deployment's pods only where Kueue manages the
+    namespace, seen by the Workloads Kueue made for them."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return None
@@ -248,14 +285,15 @@ def kaiwo_quota_scope(
         workloads = cluster.kueue_workloads_for(object_uid(child)) if child is not None else ()
     vendor = str(spec.get("gpuVendor") or "amd")
     held = _held_flavors(workloads, vendor)
-    return trees.scope(workload_queue(spec, config), vendor, held_in=held)
+    return trees.scope(workload_queue(spec, config), vendor, held_in=held, wanting=wanting)
 
 
 def foreign_quota_scope(
-    root: Mapping[str, Any], cluster: ClusterState, trees: QuotaTrees
+    root: Mapping[str, Any], cluster: ClusterState, trees: QuotaTrees, *, wanting: int = 0
 ) -> QuotaScope | None:
-    """Where Kueue counts the GPUs of a workload no Kaiwo kind owns; None when Kueue does not
-    queue it or the planner cannot tell (module docstring)."""
+    """Where Kueue counts the GPUs of a workload no Kaiwo kind owns, ``wanting`` that many
+    more when it waits for them; None when Kueue does not queue it or the planner cannot
+    tell (module docstring)."""
     local_queue = queue_name_of(root)
     if not local_queue:
         return None
@@ -270,7 +308,7 @@ def foreign_quota_scope(
         return None
     vendor = gpu_vendor(root)
     held = _held_flavors(cluster.kueue_workloads_for(object_uid(root)), vendor)
-    return trees.scope(cluster_queue, vendor, held_in=held)
+    return trees.scope(cluster_queue, vendor, held_in=held, wanting=wanting)
 
 
 def _held_flavors(workloads: Iterable[Mapping[str, Any]], vendor: str) -> frozenset[str]:
