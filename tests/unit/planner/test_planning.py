@@ -2551,16 +2551,21 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     assert spared.status is not None and spared.status["status"] == "RUNNING"
 
 
-def test_an_idle_workload_is_kept_for_a_pending_one_of_another_cluster_queue(cluster_with):
-    # Kueue gives what the idle job frees back to its own queue (decision 0236).
-    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
-    waiting = kaiwo_job(
-        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "elsewhere"},
+def pending_next(queue: str) -> dict[str, Any]:
+    """``next``, a KaiwoJob of ``queue`` PENDING for 4 GPUs since 11:50."""
+    return kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": queue},
         name="next",
         uid="next-uid",
         status={"status": "PENDING", "observedGeneration": 1},
         created="2026-01-01T11:50:00Z",
     )
+
+
+def test_an_idle_workload_is_kept_for_a_pending_one_of_another_cluster_queue(cluster_with):
+    # Kueue gives what the idle job frees back to its own queue (decision 0236).
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    waiting = pending_next("elsewhere")
     cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
     idle = finding(idle_since=NOW - timedelta(minutes=11))
     kept = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
@@ -2575,13 +2580,7 @@ def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_n
     it frees nothing ``next`` (waiting in ``other``, of ``lab``) can borrow, and is kept;
     admitted into MI250, it is preempted for ``next``. Before, any flavor's lending counted."""
     owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
-    waiting = kaiwo_job(
-        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "other"},
-        name="next",
-        uid="next-uid",
-        status={"status": "PENDING", "observedGeneration": 1},
-        created="2026-01-01T11:50:00Z",
-    )
+    waiting = pending_next("other")
     queues = (
         cohort_queue("kaiwo", "lab", mi300x={"lendingLimit": 0}, mi250={}),
         cohort_queue("other", "lab", mi300x={}, mi250={}),
@@ -2604,15 +2603,7 @@ def test_an_idle_workload_is_kept_for_one_of_its_cohort_where_its_flavor_lends_n
 
 
 def waiting_kaiwo_job() -> list[dict[str, Any]]:
-    """``next``, a KaiwoJob of queue ``other`` PENDING for 4 GPUs since 11:50."""
-    waiting = kaiwo_job(
-        {**TRAIN_SPEC, "gpus": 4, "clusterQueue": "other"},
-        name="next",
-        uid="next-uid",
-        status={"status": "PENDING", "observedGeneration": 1},
-        created="2026-01-01T11:50:00Z",
-    )
-    return [waiting]
+    return [pending_next("other")]
 
 
 def waiting_replica() -> list[dict[str, Any]]:
