@@ -17,7 +17,8 @@ platform team made, which the operator did not watch before decision 0270. Two C
 of two cohorts under one Cohort do share (decision 0271): an idle Job of one goes for a Job
 waiting in the other, which Kueue then admits on what it freed; but not where the idle
 Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272), nor for a Job of a
-queue that already borrows all its ``borrowingLimit`` lets it (decision 0281).
+queue that already borrows all its ``borrowingLimit`` lets it (decision 0281), nor where the
+idle Job's queue uses no more than its ``lendingLimit`` keeps for it (decision 0282).
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -522,27 +523,75 @@ async def test_an_idle_job_is_kept_for_a_job_of_a_queue_that_borrows_all_its_lim
         await idle_beside_a_full_queue(
             pipeline, exporter, plain, holder=("borrower-r", "lr"), idle=("idle-s", "ls")
         )
-        await borrows(pipeline, "ur", "8")
+        await reserved(pipeline, "ur", borrowed="8")
         await waiting_for_gpus(pipeline, plain, "waiter-r", "lr")
         await kept_idle(pipeline, plain, "idle-s")
 
 
-async def borrows(pipeline: Pipeline, cluster_queue: str, gpus: str) -> None:
-    """Kueue's status of ``cluster_queue`` comes to say it borrows ``gpus`` MI300X GPUs."""
+async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0282: ClusterQueues ``ug`` (16 GPUs, ``lendingLimit: 8``) and ``uh`` (8 GPUs)
+    of the cohort ``keep``. Two Jobs of ``uh`` run, the second on the 8 GPUs ``ug`` lends; an
+    idle opted-in Job of ``ug`` runs on the 8 that ``ug`` keeps for itself. Kueue counts in
+    the cohort only what ``ug`` uses beyond those 8, so stopping the idle Job frees nothing a
+    third Job of ``uh`` could borrow: it is kept. Before, a lending limit above 0 lent
+    whatever was freed: the idle Job was deleted, and the waiting Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cluster_queue("ug", "keep", nominalQuota=16, lendingLimit=8),
+        platform_cluster_queue("uh", "keep"),
+        platform_local_queue("lg", plain, "ug"),
+        platform_local_queue("lh", plain, "uh"),
+        jobs=("holder-h", "borrower-h", "idle-g", "waiter-h"),
+    ):
+        await pipeline.kube.create(plain_job("holder-h", plain, "lh"), field_manager="carol")
+        await running_pod(pipeline, plain, "holder-h")
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("borrower-h", "lh"), idle=("idle-g", "lg")
+        )
+        await reserved(pipeline, "uh", borrowed="8")
+        await reserved(pipeline, "ug", total="8")
+        await waiting_for_gpus(pipeline, plain, "waiter-h", "lh")
+        await kept_idle(pipeline, plain, "idle-g")
+        # Kueue agrees: the idle Job deleted by hand, the waiting Job still waits.
+        await pipeline.kube.delete(resources.JOB, "idle-g", namespace=plain)
+        await reserved(pipeline, "ug", total="0")
+        await still_waits(pipeline, plain, "waiter-h")
+
+
+async def still_waits(pipeline: Pipeline, namespace: str, name: str) -> None:
+    """The Job ``name`` gets no running pod while Kueue's requeue and admission pass (a
+    few seconds) several times over."""
+    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS / 2
+    while asyncio.get_running_loop().time() < deadline:
+        listed = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector=f"{actors.JOB_NAME_LABEL}={name}"
+        )
+        assert not [p for p in listed.items if p["status"].get("phase") == "Running"]
+        await asyncio.sleep(1.0)
+
+
+async def reserved(pipeline: Pipeline, cluster_queue: str, **gpus: str) -> None:
+    """Kueue's status of ``cluster_queue`` comes to say it has reserved ``gpus`` MI300X GPUs
+    (``total=``, ``borrowed=``)."""
 
     async def check() -> bool | Pending:
         found = await pipeline.kube.get(resources.KUEUE_CLUSTER_QUEUE, cluster_queue)
         usage = (found.get("status") or {}).get("flavorsReservation") or ()
-        borrowed = [
-            resource.get("borrowed")
+        said = [
+            {key: resource.get(key) for key in gpus}
             for flavor in usage
             if flavor.get("name") == "mi300x"
             for resource in flavor.get("resources") or ()
             if resource.get("name") == "amd.com/gpu"
         ]
-        return True if borrowed == [gpus] else Pending(f"{cluster_queue} borrows {borrowed}")
+        return True if said == [gpus] else Pending(f"{cluster_queue} says {said}")
 
-    await eventually(check, what=f"{cluster_queue} borrowing {gpus} GPUs", within=STEP)
+    await eventually(check, what=f"{cluster_queue} reserving {gpus}", within=STEP)
 
 
 async def admitted_into(pipeline: Pipeline, namespace: str, job: str) -> str:

@@ -7,7 +7,8 @@ from typing import Any
 
 def cohort_queue(name: str, cohort: str, **flavors: dict[str, int]) -> dict[str, Any]:
     """A ClusterQueue of ``cohort`` with 8 AMD GPUs in each of ``flavors``, in that order,
-    each with its own limits (``lendingLimit``, ``borrowingLimit``)."""
+    each with its own limits (``lendingLimit``, ``borrowingLimit``, or another
+    ``nominalQuota``)."""
     listed = [
         {"name": flavor, "resources": [{"name": "amd.com/gpu", "nominalQuota": 8, **limits}]}
         for flavor, limits in flavors.items()

@@ -263,6 +263,49 @@ def test_a_queue_borrowing_all_its_limit_borrows_no_more_of_that_flavor() -> Non
     assert all(reach.borrows_from == ("research",) for reach in forest.scope("qa", "amd").flavors)
 
 
+def in_use(queue: dict[str, Any], **by_flavor: int) -> dict[str, Any]:
+    """``queue`` with a status that says it uses ``by_flavor`` AMD GPUs, borrowing none."""
+    usage = [
+        {"name": flavor, "resources": [{"name": "amd.com/gpu", "total": str(amount)}]}
+        for flavor, amount in by_flavor.items()
+    ]
+    return {**queue, "status": {"flavorsUsage": usage}}
+
+
+def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept() -> None:
+    """Decision 0282: ``qb``'s lending limit of 4 keeps 4 of its 8 GPUs of each flavor for
+    itself. Kueue counts in the cohort only what ``qb`` uses beyond those 4: the idle Job's
+    2 GPUs, all it uses, free nothing a Job waiting in ``qa`` can borrow. Used beyond the
+    kept 4 in one flavor, freeing the idle Job gives the cohort back what it took."""
+    local = (local_queue("qa", "qa"), local_queue("qb", "qb"))
+    lender = cluster_queue("qb", "research", lendingLimit=4)
+    waiting = (*waiting_job("qa"), cluster_queue("qa", "research"))
+    within = in_use(lender, mi300x=2, mi250=4)
+    assert preempted_for(idle_job("qb"), *waiting, *local, within) is None
+    beyond = in_use(lender, mi300x=6, mi250=0)
+    assert preempted_for(idle_job("qb"), *waiting, *local, beyond) == "waits"
+    # Its own queue takes back what it frees, lent or kept.
+    own = (*waiting_job("qb"), cluster_queue("qa", "research"))
+    assert preempted_for(idle_job("qb"), *own, *local, within) == "waits"
+
+
+def test_only_a_workload_its_queue_counts_now_is_judged_by_the_quota_kept() -> None:
+    """``held_now``: a running victim, which the status counts. GPUs already being freed may
+    be counted no more, and a status not read or counting nothing tells nothing: both lend
+    as the limits let them."""
+    queue = in_use(cluster_queue("qb", "research", lendingLimit="4"), mi300x=4, mi250=5)
+    forest = QuotaTrees.of(cluster(queue, cluster_queue("qa", "research")))
+    assert forest.scope("qb", "amd", held_now=True).flavors == (
+        FlavorReach("mi300x", lends_to=(), borrows_from=("research",)),
+        FlavorReach("mi250", lends_to=("research",), borrows_from=("research",)),
+    )
+    assert all(r.lends_to == ("research",) for r in forest.scope("qb", "amd").flavors)
+    for unread in (cluster_queue("qb", "research", lendingLimit="4"), in_use(queue, mi300x=0)):
+        forest = QuotaTrees.of(cluster(unread))
+        scope = forest.scope("qb", "amd", held_now=True)
+        assert scope.flavors[0].lends_to == ("research",)
+
+
 def trees(*objects: dict[str, Any]) -> QuotaTrees:
     def specs(kind: str) -> dict[str, Any]:
         return {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == kind}

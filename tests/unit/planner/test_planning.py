@@ -2668,6 +2668,29 @@ def test_an_idle_workload_is_kept_for_one_whose_queue_has_no_room_left_to_borrow
     assert phase_beside(4) == "TERMINATING"
 
 
+def test_an_idle_workload_within_the_quota_its_queue_keeps_from_lending_is_kept(cluster_with):
+    """Decision 0282: ``kaiwo`` keeps 8 of its 16 MI300X GPUs from lending (its lending
+    limit is 8). Kueue counts in the cohort only what it uses beyond those 8, so stopping the
+    idle job, while ``kaiwo`` uses 8, frees nothing ``next`` (waiting in ``other``) can borrow:
+    it is kept. While ``kaiwo`` uses 12, it is preempted for ``next``."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    waiting = pending_next("other")
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    def phase_while_using(gpus: int) -> str:
+        lender = cohort_queue("kaiwo", "lab", mi300x={"nominalQuota": 16, "lendingLimit": 8})
+        usage = {"name": "amd.com/gpu", "total": str(gpus)}
+        lender["status"] = {"flavorsUsage": [{"name": "mi300x", "resources": [usage]}]}
+        queues = (lender, cohort_queue("other", "lab", mi300x={}))
+        cluster = cluster_with(owner, running_job(owner), waiting, *queues)
+        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+        assert plan is not None and plan.status is not None
+        return str(plan.status["status"])
+
+    assert phase_while_using(8) == "RUNNING"
+    assert phase_while_using(12) == "TERMINATING"
+
+
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
 
 

@@ -221,7 +221,7 @@ def _running_part(
     finding = cluster.findings.get(object_uid(obj))
     counted = _idle_reading(obj, finding, cluster, config.spec.gpu_preemption, now=now)
     if counted is not None:
-        scope = kaiwo_quota_scope(obj, cluster, config, trees)
+        scope = kaiwo_quota_scope(obj, cluster, config, trees, held_now=True)
         return _idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context), quota=scope)
     return _replicas_waiting(obj, context, vendor, config, trees)
 
@@ -334,7 +334,7 @@ def _foreign(
                 evidence_at=reading.at,
                 grace=settings.grace_period,
                 policy=settings.policy,
-                quota=foreign_quota_scope(root, cluster, trees),
+                quota=foreign_quota_scope(root, cluster, trees, held_now=True),
             )
         )
     pending[:] = [demand for demand in pending if demand.key[4] not in served]

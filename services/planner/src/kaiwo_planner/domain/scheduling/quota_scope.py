@@ -5,8 +5,9 @@ idle_preemption.QuotaScope`), read from the cluster state, pure (decisions 0236,
 Quota a workload frees goes back to its own ClusterQueue and is lent only up its cohort tree,
 as far as lending limits let it, to queues whose borrowing limits let them take it, flavor by
 flavor (decision 0279), and not to a queue whose borrowing limit leaves too little room for
-the waiting workload (decision 0281); so GPU idle preemption asks where both the victim and
-the waiting workload are counted (:class:`QuotaTrees`).
+the waiting workload (decision 0281); and what a queue frees within the quota its lending
+limit keeps for itself goes to nobody else (decision 0282). So GPU idle preemption asks where
+both the victim and the waiting workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
   default; the operator's LocalQueue carries that name), the observed ClusterQueue of that
@@ -78,12 +79,16 @@ class QuotaTrees:
         vendor: str,
         *,
         held_in: Collection[str] = (),
+        held_now: bool = False,
         wanting: int = 0,
     ) -> QuotaScope:
         """Where the GPUs of ``vendor`` that a workload of ``cluster_queue`` frees can go,
         and where that queue may borrow them from (decision 0272), flavor by flavor
         (decision 0279): ``held_in``, the flavors Kueue admitted the workload's GPUs into
-        (none: not known), are the only ones it lends when freed.
+        (none: not known), are the only ones it lends when freed; ``held_now``: its queue's
+        status counts them (a running workload, not one already stopping), so a flavor whose
+        quota in use is all within what the queue's ``lendingLimit`` keeps for it lends
+        nothing when they are freed (decision 0282).
 
         A ClusterQueue's cohort is :func:`cluster_queue_cohort`. Kueue lends a queue's unused
         quota of a flavor to its cohort, and a cohort's on to its parent (a Cohort's
@@ -100,7 +105,8 @@ class QuotaTrees:
                 flavor,
                 lends_to=(
                     self._reach(cohort, spec, resource, "lendingLimit", flavor)
-                    if not held_in or flavor in held_in
+                    if (not held_in or flavor in held_in)
+                    and not (held_now and self._all_kept(cluster_queue, spec, (flavor, resource)))
                     else ()
                 ),
                 borrows_from=(
@@ -143,6 +149,26 @@ class QuotaTrees:
             spec = self.cohorts.get(cohort, {})
             cohort = _text(spec.get("parentName"))
         return tuple(reached)
+
+    def _all_kept(
+        self, cluster_queue: str, spec: Mapping[str, Any], flavor_resource: tuple[str, str]
+    ) -> bool:
+        """Whether all the quota of a flavor's resource the queue (of ``spec``) has in use is
+        within its guaranteed quota, the part of its nominal quota its ``lendingLimit`` keeps
+        from its cohort. Kueue counts in the cohort only what a queue uses beyond that part,
+        so freeing any of it gives the cohort nothing (decision 0282). Not known (no status
+        read, or nothing in use while a workload is counted there): it does not."""
+        held = self.in_use.get(cluster_queue, {}).get(flavor_resource)
+        if held is None or held.total <= 0:
+            return False
+        flavor, resource = flavor_resource
+        for name, quota in _quotas(spec):
+            lending = _quantity(quota.get("lendingLimit"))
+            if name != flavor or quota.get("name") != resource or lending is None:
+                continue
+            kept = (_quantity(quota.get("nominalQuota")) or Decimal(0)) - lending
+            return held.total <= kept
+        return False
 
     def _no_room_to_borrow(
         self,
@@ -266,12 +292,14 @@ def kaiwo_quota_scope(
     config: KaiwoConfig,
     trees: QuotaTrees,
     *,
+    held_now: bool = False,
     wanting: int = 0,
 ) -> QuotaScope | None:
     """Where Kueue counts the Kaiwo workload's GPUs (module docstring), ``wanting`` that many
-    more when it waits for them. Its Job, RayJob or AppWrapper carries the queue label, so
-    Kueue queues it in any namespace; a Deployment's pods only where Kueue manages the
-    namespace, seen by the Workloads Kueue made for them."""
+    more when it waits for them (``held_now``: see :meth:`QuotaTrees.scope`). Its Job, RayJob
+    or AppWrapper carries the queue label, so Kueue queues it in any namespace; a
+    Deployment's pods only where Kueue manages the namespace, seen by the Workloads Kueue
+    made for them."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return None
@@ -285,15 +313,21 @@ def kaiwo_quota_scope(
         workloads = cluster.kueue_workloads_for(object_uid(child)) if child is not None else ()
     vendor = str(spec.get("gpuVendor") or "amd")
     held = _held_flavors(workloads, vendor)
-    return trees.scope(workload_queue(spec, config), vendor, held_in=held, wanting=wanting)
+    queue = workload_queue(spec, config)
+    return trees.scope(queue, vendor, held_in=held, held_now=held_now, wanting=wanting)
 
 
 def foreign_quota_scope(
-    root: Mapping[str, Any], cluster: ClusterState, trees: QuotaTrees, *, wanting: int = 0
+    root: Mapping[str, Any],
+    cluster: ClusterState,
+    trees: QuotaTrees,
+    *,
+    held_now: bool = False,
+    wanting: int = 0,
 ) -> QuotaScope | None:
     """Where Kueue counts the GPUs of a workload no Kaiwo kind owns, ``wanting`` that many
-    more when it waits for them; None when Kueue does not queue it or the planner cannot
-    tell (module docstring)."""
+    more when it waits for them (``held_now``: see :meth:`QuotaTrees.scope`); None when Kueue
+    does not queue it or the planner cannot tell (module docstring)."""
     local_queue = queue_name_of(root)
     if not local_queue:
         return None
@@ -308,7 +342,7 @@ def foreign_quota_scope(
         return None
     vendor = gpu_vendor(root)
     held = _held_flavors(cluster.kueue_workloads_for(object_uid(root)), vendor)
-    return trees.scope(cluster_queue, vendor, held_in=held, wanting=wanting)
+    return trees.scope(cluster_queue, vendor, held_in=held, held_now=held_now, wanting=wanting)
 
 
 def _held_flavors(workloads: Iterable[Mapping[str, Any]], vendor: str) -> frozenset[str]:
