@@ -18,7 +18,8 @@ of two cohorts under one Cohort do share (decision 0271): an idle Job of one goe
 waiting in the other, which Kueue then admits on what it freed; but not where the idle
 Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272), nor for a Job of a
 queue that already borrows all its ``borrowingLimit`` lets it (decision 0281), nor where the
-idle Job's queue uses no more than its ``lendingLimit`` keeps for it (decision 0282).
+idle Job's queue uses no more than its ``lendingLimit`` keeps for it (decision 0282), nor for
+a Job of its own queue that selects the nodes of another flavor (decision 0283).
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import pytest
@@ -61,7 +62,11 @@ pytestmark = [
 ]
 
 MI300X: Final = NODE_TYPES["amd-mi300x"]
-FLEET: Final = tuple(NodeSpec(f"idle-q-mi300x-{i}", MI300X) for i in range(1, 8))
+MI250X: Final = NODE_TYPES["amd-mi250x"]
+FLEET: Final = (
+    *(NodeSpec(f"idle-q-mi300x-{i}", MI300X) for i in range(1, 8)),
+    NodeSpec("idle-q-mi250x-1", MI250X),
+)
 STEP: Final = 90.0
 OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
 ON_PRESSURE: Final = {
@@ -190,9 +195,16 @@ def terminated_early(workload: dict[str, Any]) -> dict[str, Any] | None:
     return next((c for c in conditions if c.get("type") == "WorkloadTerminatedEarly"), None)
 
 
-def plain_job(name: str, namespace: str, local_queue: str, **annotations: str) -> dict[str, Any]:
-    """A batch Job no Kaiwo kind owns, queued by Kueue in ``local_queue``: 8 GPUs for an hour."""
-    return {
+def plain_job(
+    name: str,
+    namespace: str,
+    local_queue: str,
+    pod: Mapping[str, Any] | None = None,
+    **annotations: str,
+) -> dict[str, Any]:
+    """A batch Job no Kaiwo kind owns, queued by Kueue in ``local_queue``: 8 GPUs for an hour
+    (its pod spec with ``pod``, if given)."""
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -219,6 +231,8 @@ def plain_job(name: str, namespace: str, local_queue: str, **annotations: str) -
             },
         },
     }
+    job["spec"]["template"]["spec"].update(pod or {})
+    return job
 
 
 async def record_phase(pipeline: Pipeline, namespace: str, name: str) -> str | None:
@@ -237,12 +251,13 @@ async def idle_beside_a_full_queue(
     *,
     holder: tuple[str, str],
     idle: tuple[str, str],
+    pod: Mapping[str, Any] | None = None,
 ) -> None:
-    """Plain Jobs (name, LocalQueue): ``holder`` fills its queue, ``idle`` (opted in) runs
-    idle until its GpuWorkload says ``Idle``."""
+    """Plain Jobs (name, LocalQueue): ``holder`` (its pod spec with ``pod``) fills its queue,
+    ``idle`` (opted in) runs idle until its GpuWorkload says ``Idle``."""
     holder_name, holder_queue = holder
     await pipeline.kube.create(
-        plain_job(holder_name, namespace, holder_queue), field_manager="carol"
+        plain_job(holder_name, namespace, holder_queue, pod=pod), field_manager="carol"
     )
     name, queue_name = idle
     await pipeline.kube.create(
@@ -254,11 +269,17 @@ async def idle_beside_a_full_queue(
     await record_says(pipeline, namespace, name, "Idle")
 
 
-async def waiting_for_gpus(pipeline: Pipeline, namespace: str, name: str, queue_name: str) -> None:
-    """A plain Job (opted in) in a full queue: Kueue does not admit it for GPUs, and its
-    GpuWorkload says ``PendingGpu``."""
+async def waiting_for_gpus(
+    pipeline: Pipeline,
+    namespace: str,
+    name: str,
+    queue_name: str,
+    pod: Mapping[str, Any] | None = None,
+) -> None:
+    """A plain Job (opted in; its pod spec with ``pod``) in a full queue: Kueue does not
+    admit it for GPUs, and its GpuWorkload says ``PendingGpu``."""
     await pipeline.kube.create(
-        plain_job(name, namespace, queue_name, **ON_PRESSURE), field_manager="carol"
+        plain_job(name, namespace, queue_name, pod=pod, **ON_PRESSURE), field_manager="carol"
     )
     await record_says(pipeline, namespace, name, "PendingGpu")
 
@@ -298,17 +319,22 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
 
 
 def platform_cluster_queue(
-    name: str, cohort: str | None = None, *, spare: dict[str, int] | None = None, **limits: int
+    name: str,
+    cohort: str | None = None,
+    *,
+    spare: dict[str, int] | None = None,
+    second: str = "",
+    **limits: int,
 ) -> dict[str, Any]:
     """A ClusterQueue a platform team made (not Kaiwo): 8 MI300X GPUs of Kaiwo's flavor, for
     every namespace, in ``cohort`` if given, with ``limits`` (``lendingLimit``..., or another
-    ``nominalQuota``) on them;
-    and 8 more of the flavor :data:`SPARE` after it, with ``spare``'s limits, if given."""
+    ``nominalQuota``) on them; and 8 more of the flavor ``second`` (:data:`SPARE` unless
+    named) after it, with ``spare``'s limits, if given."""
     gpus = {"name": "amd.com/gpu", "nominalQuota": 8, **limits}
     flavors = [{"name": "mi300x", "resources": [gpus]}]
     if spare is not None:
         more = {"name": "amd.com/gpu", "nominalQuota": 8, **spare}
-        flavors.append({"name": SPARE, "resources": [more]})
+        flavors.append({"name": second or SPARE, "resources": [more]})
     spec: dict[str, Any] = {
         "namespaceSelector": {},
         "resourceGroups": [{"coveredResources": ["amd.com/gpu"], "flavors": flavors}],
@@ -336,9 +362,10 @@ SPARE: Final = "mi300x-spare"
 """A platform team's second flavor of the same MI300X nodes."""
 
 
-def platform_flavor(name: str) -> dict[str, Any]:
-    """A ResourceFlavor a platform team made, of the fleet's MI300X nodes."""
-    labels = {"amd.com/gpu.product-name": MI300X.product}
+def platform_flavor(name: str, product: str = MI300X.product) -> dict[str, Any]:
+    """A ResourceFlavor a platform team made, of the fleet's MI300X nodes (or another
+    ``product``'s)."""
+    labels = {"amd.com/gpu.product-name": product}
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
@@ -573,6 +600,39 @@ async def still_waits(pipeline: Pipeline, namespace: str, name: str) -> None:
         )
         assert not [p for p in listed.items if p["status"].get("phase") == "Running"]
         await asyncio.sleep(1.0)
+
+
+async def test_an_idle_job_is_kept_for_a_job_of_its_queue_that_selects_another_flavor(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0283: the ClusterQueue ``uv`` has 8 GPUs of ``mi300x`` and 8 of
+    ``mi250x-nodes`` (the fleet's MI250X node). A Job selecting MI250X nodes holds the MI250X
+    quota; an idle opted-in Job without a selector runs on ``mi300x``. A second Job selecting
+    MI250X waits: Kueue admits it only into ``mi250x-nodes``, so the idle Job is kept for it.
+    Before, one queue was all it took: the idle Job was deleted, and the waiting Job kept
+    waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    mi250x = {"nodeSelector": {"amd.com/gpu.product-name": MI250X.product}}
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_flavor("mi250x-nodes", MI250X.product),
+        platform_cluster_queue("uv", spare={}, second="mi250x-nodes"),
+        platform_local_queue("lv", plain, "uv"),
+        jobs=("holder-v", "idle-v", "waiter-v"),
+    ):
+        await idle_beside_a_full_queue(
+            pipeline, exporter, plain, holder=("holder-v", "lv"), idle=("idle-v", "lv"), pod=mi250x
+        )
+        assert await admitted_into(pipeline, plain, "holder-v") == "mi250x-nodes"
+        assert await admitted_into(pipeline, plain, "idle-v") == "mi300x"
+        await waiting_for_gpus(pipeline, plain, "waiter-v", "lv", pod=mi250x)
+        await kept_idle(pipeline, plain, "idle-v")
+        # Kueue agrees: the idle Job deleted by hand, the waiting Job still waits.
+        await pipeline.kube.delete(resources.JOB, "idle-v", namespace=plain)
+        await reserved(pipeline, "uv", total="0")
+        await still_waits(pipeline, plain, "waiter-v")
 
 
 async def reserved(pipeline: Pipeline, cluster_queue: str, **gpus: str) -> None:

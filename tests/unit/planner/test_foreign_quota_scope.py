@@ -16,6 +16,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     frees_quota_for,
 )
 from kaiwo_planner.domain.scheduling.quota_scope import QuotaTrees, queue_name_of
+from kaiwo_planner.domain.scheduling.selected_flavors import admitting
 
 from tests.unit.planner.kueue_queues import cohort_queue
 from tests.unit.planner.test_gpu_workloads import (
@@ -438,6 +439,77 @@ def admitted_workload(owner: dict[str, Any], flavor: str) -> dict[str, Any]:
         "podSetAssignments": [{"name": "main", "flavors": {"amd.com/gpu": flavor}, "count": 1}],
     }
     return workload
+
+
+PRODUCT = "amd.com/gpu.product-name"
+
+
+def resource_flavor(name: str, product: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name, "uid": f"rf-{name}"},
+        "spec": {"nodeLabels": {PRODUCT: product}, **spec},
+    }
+
+
+FLAVORS: Final = (resource_flavor("mi300x", "MI300X"), resource_flavor("mi250", "MI250X"))
+
+
+def selecting(objects: list[dict[str, Any]], **pod_spec: Any) -> list[dict[str, Any]]:
+    """``objects`` (a waiting Job first) with ``pod_spec`` added to the Job's pod template."""
+    [waits, *rest] = objects
+    waits["spec"]["template"]["spec"].update(pod_spec)
+    return [waits, *rest]
+
+
+def test_freed_gpus_serve_a_waiting_job_only_in_a_flavor_its_node_constraints_allow() -> None:
+    """Decision 0283: the idle Job holds MI300X GPUs of ``qb``. A Job waiting in ``qb`` that
+    selects MI250X nodes is one Kueue admits only into ``mi250``: the idle Job is kept for
+    it. Selecting MI300X, or a key no flavor declares, it is preempted for it."""
+    idle = idle_job("qb")
+    admitted = admitted_workload(idle, "mi300x")
+    cluster_objects = (*QUEUES, *FLAVORS)
+
+    def preempted_for_selecting(**pod_spec: Any) -> str | None:
+        waiting = selecting(waiting_job("qb"), **pod_spec)
+        return preempted_for(idle, admitted, *waiting, *cluster_objects)
+
+    assert preempted_for_selecting(nodeSelector={PRODUCT: "MI250X"}) is None
+    assert preempted_for_selecting(nodeSelector={PRODUCT: "MI300X"}) == "waits"
+    assert preempted_for_selecting(nodeSelector={"zone": "a"}) == "waits"
+    mi250_only = {"key": PRODUCT, "operator": "NotIn", "values": ["MI300X"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [mi250_only]}]
+            }
+        }
+    }
+    assert preempted_for_selecting(affinity=affinity) is None
+
+
+def test_kueue_reads_a_pods_constraints_only_on_its_flavors_label_keys() -> None:
+    """Kueue's flavor assigner, pure: the node selector and the required affinity terms on
+    the flavors' keys, a term with none of those keys matching every flavor, and the taints
+    each flavor puts on its nodes."""
+    tainted = resource_flavor(
+        "mi250", "MI250X", nodeTaints=[{"key": "spare", "value": "yes", "effect": "NoSchedule"}]
+    )
+    flavors = [(f["metadata"]["name"], f["spec"]) for f in (FLAVORS[0], tainted)]
+    assert admitting({}, flavors) == ["mi300x"]
+    tolerates = {"tolerations": [{"key": "spare", "operator": "Exists"}]}
+    assert admitting(tolerates, flavors) == ["mi300x", "mi250"]
+    assert admitting({"tolerations": [{"operator": "Exists"}]}, flavors) == ["mi300x", "mi250"]
+    wrong_value = {"tolerations": [{"key": "spare", "value": "no"}]}
+    assert admitting(wrong_value, flavors) == ["mi300x"]
+    other_key_term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    mi250_term = {"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": ["MI250X"]}]}
+    terms = {"nodeSelectorTerms": [mi250_term]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}
+    assert admitting({"affinity": affinity, **tolerates}, flavors) == ["mi250"]
+    terms["nodeSelectorTerms"] = [mi250_term, other_key_term]
+    assert admitting({"affinity": affinity, **tolerates}, flavors) == ["mi300x", "mi250"]
 
 
 def test_the_label_names_a_local_queue_whose_cluster_queue_counts() -> None:

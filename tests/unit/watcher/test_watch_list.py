@@ -74,7 +74,7 @@ def test_pods_and_ray_services_by_run_id_and_workloads_nodes_namespaces_priority
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 2 + 1 + 6 + 1 + 1
+    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 3 + 1 + 1 + 2 + 1 + 6 + 1 + 1
 
 
 def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():
@@ -155,12 +155,14 @@ def test_the_operators_namespace_is_the_service_accounts(tmp_path):
 def test_everyone_elses_local_and_cluster_queues_come_in_a_stream_of_their_own():
     """Kueue counts a GPU workload no Kaiwo kind owns in the ClusterQueue of the LocalQueue its
     label names, and lends within that ClusterQueue's cohort: idle preemption reads both, for
-    queues anyone made (decision 0270). A LocalQueue named ``default`` is among them (Kueue
-    puts a job made without a queue label there, decision 0159). Not the old stream of those
-    named ``default`` only, whose checkpoint would miss the others."""
+    queues anyone made (decision 0270), and the node labels of their flavors (decision 0283).
+    A LocalQueue named ``default`` is among them (Kueue puts a job made without a queue label
+    there, decision 0159). Not the old stream of those named ``default`` only, whose
+    checkpoint would miss the others."""
     users = [t for t in DEFAULT_WATCH_LIST if t.stream == "users"]
     assert [(t.resource, t.label_selector, t.field_selector) for t in users] == [
         (resources.KUEUE_LOCAL_QUEUE, "app.kubernetes.io/managed-by!=kaiwo", None),
         (resources.KUEUE_CLUSTER_QUEUE, "app.kubernetes.io/managed-by!=kaiwo", None),
+        (resources.KUEUE_RESOURCE_FLAVOR, "app.kubernetes.io/managed-by!=kaiwo", None),
     ]
     assert [t for t in DEFAULT_WATCH_LIST if t.stream == "default-queue"] == []

@@ -18,11 +18,13 @@
 * The system configuration of Models: ConfigMaps labelled
   ``kaiwo.silogen.ai/system-config=models`` in the operator's own namespace only (key
   ``configmaps#system-config``): configuration from any other namespace is never read.
-* Kueue LocalQueues and ClusterQueues the operator did not make (``…!=kaiwo``, key
-  ``<plural>#users``): Kueue counts a GPU workload no Kaiwo kind owns in the ClusterQueue of
-  the LocalQueue its label names, and lends freed quota only within that ClusterQueue's
-  cohort, so idle preemption reads both (decisions 0260, 0270); a LocalQueue named
-  ``default`` takes every job made in its namespace without a queue label (decision 0159).
+* Kueue LocalQueues, ClusterQueues and ResourceFlavors the operator did not make
+  (``…!=kaiwo``, key ``<plural>#users``): Kueue counts a GPU workload no Kaiwo kind owns in
+  the ClusterQueue of the LocalQueue its label names, and lends freed quota only within that
+  ClusterQueue's cohort, so idle preemption reads both (decisions 0260, 0270); it admits a
+  workload only into the flavors whose node labels its pods may run on, so idle preemption
+  reads those labels (decision 0283); a LocalQueue named ``default`` takes every job made in
+  its namespace without a queue label (decision 0159).
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Kueue Cohorts (the
   tree their ``parentName`` makes: quota is lent across it, decision 0271), Nodes, Namespaces,
   PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
@@ -86,9 +88,9 @@ MODELS_CONFIG_SELECTOR = f"{LABEL_SYSTEM_CONFIG}=models"
 NOT_MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_KAIWO}"
 """Objects without the managed-by label or with another value: disjoint from the managed."""
 USERS_QUEUES_STREAM = "users"
-"""LocalQueues and ClusterQueues of others. Not the stream that once took only LocalQueues named
-``default`` (``default-queue``): a checkpoint of that one would resume where it stopped and
-miss every other queue (see ``RUN_ID_STREAM``)."""
+"""LocalQueues, ClusterQueues and ResourceFlavors of others. Not the stream that once took
+only LocalQueues named ``default`` (``default-queue``): a checkpoint of that one would resume
+where it stopped and miss every other queue (see ``RUN_ID_STREAM``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +219,11 @@ def default_watch_list(
         # Everyone else's queues (module docstring); Kaiwo's own come above.
         *(
             WatchTarget(resource=r, label_selector=NOT_MANAGED_SELECTOR, stream=USERS_QUEUES_STREAM)
-            for r in (resources.KUEUE_LOCAL_QUEUE, resources.KUEUE_CLUSTER_QUEUE)
+            for r in (
+                resources.KUEUE_LOCAL_QUEUE,
+                resources.KUEUE_CLUSTER_QUEUE,
+                resources.KUEUE_RESOURCE_FLAVOR,
+            )
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
         WatchTarget(resource=resources.KUEUE_COHORT),

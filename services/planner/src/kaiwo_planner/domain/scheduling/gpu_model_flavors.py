@@ -71,8 +71,19 @@ def _queue_flavors(
     context: PlanningContext, *, queue: str, gpu_key: str
 ) -> list[tuple[str, Mapping[str, Any]]]:
     """The observed ClusterQueue ``queue``'s flavors of ``gpu_key``, in order, each with its
-    node labels; none while the queue or one of its flavors is not observed (not all known:
-    the choice is left to Kueue as it was)."""
+    node labels (:func:`queue_flavor_specs`)."""
+    return [
+        (name, node_labels(spec))
+        for name, spec in queue_flavor_specs(context, queue=queue, gpu_key=gpu_key)
+    ]
+
+
+def queue_flavor_specs(
+    context: PlanningContext, *, queue: str, gpu_key: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The observed ClusterQueue ``queue``'s flavors of ``gpu_key``, in order, each with its
+    ResourceFlavor's spec; none while the queue or one of its flavors is not observed (not
+    all known: the choice is left to Kueue as it was)."""
     cluster = context.cluster
     cluster_queue = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=queue)
     if cluster_queue is None:
@@ -82,9 +93,15 @@ def _queue_flavors(
         found = cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
         if found is None:
             return []
-        labels = (found.get("spec") or {}).get("nodeLabels") or {}
-        flavors.append((name, labels if isinstance(labels, Mapping) else {}))
+        spec = found.get("spec")
+        flavors.append((name, spec if isinstance(spec, Mapping) else {}))
     return flavors
+
+
+def node_labels(flavor_spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ResourceFlavor's ``spec.nodeLabels`` (none: {})."""
+    labels = flavor_spec.get("nodeLabels")
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def gpu_flavor_names(cluster_queue: Mapping[str, Any], gpu_key: str) -> tuple[str, ...]:

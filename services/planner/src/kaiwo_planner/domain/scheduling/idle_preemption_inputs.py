@@ -126,6 +126,7 @@ from kaiwo_planner.domain.scheduling.quota_scope import (
     kaiwo_quota_scope,
 )
 from kaiwo_planner.domain.scheduling.replicas_waiting import replicas_waiting
+from kaiwo_planner.domain.scheduling.selected_flavors import selected_flavor_names
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -315,7 +316,15 @@ def _foreign(
             if now - waiting.since > threshold and could_be_placed(root, cluster.nodes):
                 scope = foreign_quota_scope(root, cluster, trees, wanting=waiting.gpus)
                 key = ObjectRef.key_of(root)
-                pending.append(GpuDemand(key, gpu_vendor(root), waiting.gpus, waiting.since, scope))
+                flavors = (
+                    selected_flavor_names(context, root, queue=scope.cluster_queue)
+                    if scope is not None
+                    else frozenset()
+                )
+                demand = GpuDemand(
+                    key, gpu_vendor(root), waiting.gpus, waiting.since, scope, flavors
+                )
+                pending.append(demand)
             continue
         reading = reading_of(
             cluster.findings.get(str(metadata.get("uid") or "")),

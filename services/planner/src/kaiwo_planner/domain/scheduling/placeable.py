@@ -69,12 +69,14 @@ def _term_matches(term: Mapping[str, Any], node: NodeInfo) -> bool:
     if not expressions and not fields:
         return False  # the scheduler: an empty term matches no node
     fields_of_node = {"metadata.name": node.name}
-    return all(_requirement_holds(_mapping(e), node.labels) for e in expressions) and all(
-        _requirement_holds(_mapping(f), fields_of_node) for f in fields
+    return all(requirement_holds(_mapping(e), node.labels) for e in expressions) and all(
+        requirement_holds(_mapping(f), fields_of_node) for f in fields
     )
 
 
-def _requirement_holds(requirement: Mapping[str, Any], values_of: Mapping[str, str]) -> bool:
+def requirement_holds(requirement: Mapping[str, Any], values_of: Mapping[str, str]) -> bool:
+    """A node selector requirement (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``,
+    ``Lt``) against ``values_of`` (a node's labels, or its fields), as the scheduler reads it."""
     key = str(requirement.get("key") or "")
     operator = str(requirement.get("operator") or "")
     values = [str(v) for v in _sequence(requirement.get("values"))]
