@@ -159,16 +159,11 @@ class QuotaTrees:
         so freeing any of it gives the cohort nothing (decision 0282). Not known (no status
         read, or nothing in use while a workload is counted there): it does not."""
         held = self.in_use.get(cluster_queue, {}).get(flavor_resource)
-        if held is None or held.total <= 0:
+        quota = _quota_of(spec, flavor_resource)
+        lending = _quantity(quota.get("lendingLimit"))
+        if held is None or held.total <= 0 or lending is None:
             return False
-        flavor, resource = flavor_resource
-        for name, quota in _quotas(spec):
-            lending = _quantity(quota.get("lendingLimit"))
-            if name != flavor or quota.get("name") != resource or lending is None:
-                continue
-            kept = (_quantity(quota.get("nominalQuota")) or Decimal(0)) - lending
-            return held.total <= kept
-        return False
+        return held.total <= _amount(quota, "nominalQuota") - lending
 
     def _no_room_to_borrow(
         self,
@@ -182,16 +177,13 @@ class QuotaTrees:
         lets it already, or what it holds and the workload's together pass its nominal quota
         and that limit. Kueue admits no workload of it on more borrowed quota, whatever other
         queues of its cohort free (decision 0281)."""
-        flavor, resource = flavor_resource
         held = self.in_use.get(cluster_queue, {}).get(flavor_resource, QuotaInUse())
-        for name, quota in _quotas(spec):
-            limit = _quantity(quota.get("borrowingLimit"))
-            if name != flavor or quota.get("name") != resource or limit is None:
-                continue
-            ceiling = (_quantity(quota.get("nominalQuota")) or 0) + limit
-            if held.borrowed >= limit or (wanting > 0 and held.total + wanting > ceiling):
-                return True
-        return False
+        quota = _quota_of(spec, flavor_resource)
+        limit = _quantity(quota.get("borrowingLimit"))
+        if limit is None:
+            return False
+        ceiling = _amount(quota, "nominalQuota") + limit
+        return held.borrowed >= limit or (wanting > 0 and held.total + wanting > ceiling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +236,14 @@ def _in_use_by_queue(cluster: ClusterState) -> dict[str, dict[tuple[str, str], Q
 
 def _amount(resource: Mapping[str, Any], key: str) -> Decimal:
     return _quantity(resource.get(key)) or Decimal(0)
+
+
+def _quota_of(spec: Mapping[str, Any], flavor_resource: tuple[str, str]) -> Mapping[str, Any]:
+    """The quota of one flavor's resource in ``spec``'s resource groups ({} for none)."""
+    for name, quota in _quotas(spec):
+        if (name, quota.get("name")) == flavor_resource:
+            return quota
+    return {}
 
 
 def _limit_open(
