@@ -545,10 +545,8 @@ async def test_an_idle_job_is_kept_for_a_job_of_a_queue_that_borrows_all_its_lim
         platform_local_queue("ls", plain, "us"),
         jobs=("holder-r", "borrower-r", "idle-s", "waiter-r"),
     ):
-        await pipeline.kube.create(plain_job("holder-r", plain, "lr"), field_manager="carol")
-        await running_pod(pipeline, plain, "holder-r")
-        await idle_beside_a_full_queue(
-            pipeline, exporter, plain, holder=("borrower-r", "lr"), idle=("idle-s", "ls")
+        await borrowing_beside_an_idle_job(
+            pipeline, exporter, plain, ("holder-r", "borrower-r", "lr"), idle=("idle-s", "ls")
         )
         await reserved(pipeline, "ur", borrowed="8")
         await waiting_for_gpus(pipeline, plain, "waiter-r", "lr")
@@ -575,10 +573,8 @@ async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept
         platform_local_queue("lh", plain, "uh"),
         jobs=("holder-h", "borrower-h", "idle-g", "waiter-h"),
     ):
-        await pipeline.kube.create(plain_job("holder-h", plain, "lh"), field_manager="carol")
-        await running_pod(pipeline, plain, "holder-h")
-        await idle_beside_a_full_queue(
-            pipeline, exporter, plain, holder=("borrower-h", "lh"), idle=("idle-g", "lg")
+        await borrowing_beside_an_idle_job(
+            pipeline, exporter, plain, ("holder-h", "borrower-h", "lh"), idle=("idle-g", "lg")
         )
         await reserved(pipeline, "uh", borrowed="8")
         await reserved(pipeline, "ug", total="8")
@@ -588,6 +584,25 @@ async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept
         await pipeline.kube.delete(resources.JOB, "idle-g", namespace=plain)
         await reserved(pipeline, "ug", total="0")
         await still_waits(pipeline, plain, "waiter-h")
+
+
+async def borrowing_beside_an_idle_job(
+    pipeline: Pipeline,
+    exporter: GpuExporter,
+    namespace: str,
+    borrowing: tuple[str, str, str],
+    *,
+    idle: tuple[str, str],
+) -> None:
+    """Plain Jobs: ``borrowing``'s holder and borrower (names, then their LocalQueue, of 8
+    GPUs), the borrower on quota borrowed from the cohort; ``idle`` (name, LocalQueue, opted
+    in) runs idle until its GpuWorkload says ``Idle``."""
+    holder, borrower, queue_name = borrowing
+    await pipeline.kube.create(plain_job(holder, namespace, queue_name), field_manager="carol")
+    await running_pod(pipeline, namespace, holder)
+    await idle_beside_a_full_queue(
+        pipeline, exporter, namespace, holder=(borrower, queue_name), idle=idle
+    )
 
 
 async def still_waits(pipeline: Pipeline, namespace: str, name: str) -> None:
