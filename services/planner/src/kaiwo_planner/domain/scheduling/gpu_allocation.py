@@ -766,12 +766,18 @@ def running_child_of(
     size (a Deployment, RayJob or AppWrapper), or its batch Job, when it runs
     (:func:`child_runs`), else None: what :func:`allocated_gpus` reads the split of a running
     workload, or the pods Kueue admitted of a partially admitted Job, from."""
+    child = main_child_of(cluster, workload)
+    return child if child_runs(child) else None
+
+
+def main_child_of(cluster: ClusterState, workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The observed main child (:func:`running_child_of`'s kinds) of a KaiwoJob or
+    KaiwoService (wire form), running or not; None while none is observed."""
     found = _main_child_key(workload)
     if found is None:
         return None
     uid, kind, name = found
-    child = cluster.child_of(uid, kind=kind, name=name)
-    return child if child_runs(child) else None
+    return cluster.child_of(uid, kind=kind, name=name)
 
 
 def running_child_among(

@@ -94,6 +94,7 @@ from kaiwo_planner.domain.scheduling.freed_gpus import (
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocated_gpus,
+    main_child_of,
     released_pods_of,
     running_child_of,
     vendor_gpu_stats,
@@ -189,7 +190,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             )
             if since is not None and now - since > threshold:
                 scope = kaiwo_quota_scope(obj, cluster, config, trees, wanting=gpus)
-                flavors = _model_flavors(spec, vendor, context, config)
+                flavors = _kaiwo_demand_flavors(obj, vendor, scope, context, config)
                 key = ObjectRef.key_of(obj)
                 pending.append(GpuDemand(key, vendor, gpus, since, scope, flavors))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
@@ -242,8 +243,30 @@ def _replicas_waiting(
     if waiting is None:
         return None
     scope = kaiwo_quota_scope(obj, cluster, config, trees, wanting=waiting.gpus)
-    flavors = _model_flavors(obj.get("spec") or {}, vendor, context, config)
+    flavors = _kaiwo_demand_flavors(obj, vendor, scope, context, config)
     return GpuDemand(ObjectRef.key_of(obj), vendor, waiting.gpus, waiting.since, scope, flavors)
+
+
+def _kaiwo_demand_flavors(
+    obj: Mapping[str, Any],
+    vendor: str,
+    scope: QuotaScope | None,
+    context: PlanningContext,
+    config: KaiwoConfig,
+) -> frozenset[str]:
+    """The flavors Kueue may admit a waiting Kaiwo workload into: those of its ``gpuModels``
+    (decision 0237), narrowed by what its observed main child's pods select (a ``spec.job``
+    or pod template the user wrote may hold a node selector, affinity or tolerations,
+    decision 0283); none: any (also where the two leave none: Kueue admits it nowhere, and
+    nobody's GPUs are judged by it)."""
+    models = _model_flavors(obj.get("spec") or {}, vendor, context, config)
+    child = main_child_of(context.cluster, obj)
+    if child is None or scope is None:
+        return models
+    selected = selected_flavor_names(context, child, queue=scope.cluster_queue)
+    if not models or not selected:
+        return models or selected
+    return models & selected
 
 
 def _model_flavors(
