@@ -290,6 +290,30 @@ def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept() -> 
     assert preempted_for(idle_job("qb"), *own, *local, within) == "waits"
 
 
+def test_gpus_already_being_freed_still_serve_the_waiting_job_they_were_freed_for() -> None:
+    """Decision 0282 judges only a running victim. ``stopping``, a Job of ``qb`` preempted a
+    minute ago, frees its 2 MI300X GPUs for the Job waiting in ``qa``; ``qb``'s status may
+    count them still, within what its lending limit keeps. Judged so, they would serve nobody, and
+    the idle Job of ``qc`` would be stopped too for the same 2 GPUs: it is kept."""
+    stopping = job("stopping", annotations=ON_PRESSURE, labels=labels("qb"))
+    preempting = {"phase": "Preempting", "preemptedAt": "2026-03-01T11:59:00Z"}
+    queues = (
+        local_queue("qa", "qa"),
+        local_queue("qb", "qb"),
+        local_queue("qc", "qc"),
+        cluster_queue("qa", "research"),
+        in_use(cluster_queue("qb", "research", lendingLimit=4), mi300x=2),
+        cluster_queue("qc", "research"),
+    )
+    freeing = (
+        stopping,
+        record(stopping, status=preempting, name="job-stopping-01"),
+        admitted_workload(stopping, "mi300x"),
+    )
+    assert preempted_for(idle_job("qc"), *waiting_job("qa"), *queues, *freeing) is None
+    assert preempted_for(idle_job("qc"), *waiting_job("qa"), *queues) == "waits"
+
+
 def test_only_a_workload_its_queue_counts_now_is_judged_by_the_quota_kept() -> None:
     """``held_now``: a running victim, which the status counts. GPUs already being freed may
     be counted no more, and a status not read or counting nothing tells nothing: both lend
