@@ -580,10 +580,7 @@ async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept
         await reserved(pipeline, "ug", total="8")
         await waiting_for_gpus(pipeline, plain, "waiter-h", "lh")
         await kept_idle(pipeline, plain, "idle-g")
-        # Kueue agrees: the idle Job deleted by hand, the waiting Job still waits.
-        await pipeline.kube.delete(resources.JOB, "idle-g", namespace=plain)
-        await reserved(pipeline, "ug", total="0")
-        await still_waits(pipeline, plain, "waiter-h")
+        await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-g", "ug", "waiter-h")
 
 
 async def borrowing_beside_an_idle_job(
@@ -603,6 +600,16 @@ async def borrowing_beside_an_idle_job(
     await idle_beside_a_full_queue(
         pipeline, exporter, namespace, holder=(borrower, queue_name), idle=idle
     )
+
+
+async def kueue_admits_nothing_once_deleted(
+    pipeline: Pipeline, namespace: str, idle: str, cluster_queue: str, waiter: str
+) -> None:
+    """Kueue agrees the idle Job was of no use to the waiting one: deleted by hand, its
+    ``cluster_queue`` comes to hold no MI300X GPUs, and the ``waiter`` still waits."""
+    await pipeline.kube.delete(resources.JOB, idle, namespace=namespace)
+    await reserved(pipeline, cluster_queue, total="0")
+    await still_waits(pipeline, namespace, waiter)
 
 
 async def still_waits(pipeline: Pipeline, namespace: str, name: str) -> None:
@@ -644,10 +651,7 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_queue_that_selects_another_f
         assert await admitted_into(pipeline, plain, "idle-v") == "mi300x"
         await waiting_for_gpus(pipeline, plain, "waiter-v", "lv", pod=mi250x)
         await kept_idle(pipeline, plain, "idle-v")
-        # Kueue agrees: the idle Job deleted by hand, the waiting Job still waits.
-        await pipeline.kube.delete(resources.JOB, "idle-v", namespace=plain)
-        await reserved(pipeline, "uv", total="0")
-        await still_waits(pipeline, plain, "waiter-v")
+        await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-v", "uv", "waiter-v")
 
 
 async def reserved(pipeline: Pipeline, cluster_queue: str, **gpus: str) -> None:

@@ -16,7 +16,12 @@ from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 from tests.planning_calls import planned
-from tests.unit.planner.test_gpu_models_admitted_elsewhere import NODES, QUEUE_OBJECTS
+from tests.unit.planner.test_gpu_models_admitted_elsewhere import (
+    MI250X,
+    MI300X,
+    NODES,
+    QUEUE_OBJECTS,
+)
 from tests.unit.planner.test_planning import (
     NOW,
     RUNNING_STATUS,
@@ -53,8 +58,11 @@ def waiting(gpu_models: list[str] | None) -> dict[str, Any]:
     )
 
 
-def idle_phase(next_job: dict[str, Any], *, flavor: str, queues: bool = True) -> str:
-    """The idle KaiwoJob's planned phase, held in ``flavor``, ``next_job`` waiting."""
+def idle_phase(
+    next_job: dict[str, Any], *others: dict[str, Any], flavor: str, queues: bool = True
+) -> str:
+    """The idle KaiwoJob's planned phase, held in ``flavor``, ``next_job`` waiting (with
+    ``others`` observed too)."""
     cluster = ClusterState.from_wire(
         nodes=NODES,
         objects=[
@@ -62,6 +70,7 @@ def idle_phase(next_job: dict[str, Any], *, flavor: str, queues: bool = True) ->
             IDLE,
             running_job(IDLE),
             next_job,
+            *others,
             *(QUEUE_OBJECTS if queues else ()),
         ],
         kueue_workloads=(held_in(flavor),),
@@ -86,6 +95,28 @@ def test_an_idle_job_goes_for_a_waiting_one_its_flavor_can_run() -> None:
     assert idle_phase(waiting(["mi250x", "mi300x"]), flavor="mi300x") == "TERMINATING"
     # No gpuModels: any flavor of its queue.
     assert idle_phase(waiting(None), flavor="mi300x") == "TERMINATING"
+
+
+def suspended_job_selecting(owner: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """``owner``'s suspended Job, the main child Kueue queues, whose pods select nodes of
+    ``labels`` (a ``spec.job`` the user wrote)."""
+    job = running_job(owner)
+    gpus = {"limits": {"amd.com/gpu": 4}}
+    pods = {"nodeSelector": labels, "containers": [{"name": "main", "resources": gpus}]}
+    job["spec"] = {"suspend": True, "template": {"spec": pods}}
+    del job["status"]
+    return job
+
+
+def test_an_idle_job_is_kept_for_a_waiting_one_whose_own_job_selects_another_flavor() -> None:
+    """Decision 0283: ``next`` has no ``gpuModels``, but its Job selects MI250X nodes, so
+    Kueue admits it into ``mi250x`` alone and the idle Job's MI300X GPUs are of no use to it.
+    Selecting MI300X, it has the idle Job preempted."""
+    next_job = waiting(None)
+    mi250x_only = suspended_job_selecting(next_job, MI250X)
+    assert idle_phase(next_job, mi250x_only, flavor="mi300x") == "RUNNING"
+    mi300x_only = suspended_job_selecting(next_job, MI300X)
+    assert idle_phase(next_job, mi300x_only, flavor="mi300x") == "TERMINATING"
 
 
 def test_flavors_not_observed_leave_any_flavor_of_use() -> None:

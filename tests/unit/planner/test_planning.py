@@ -2691,55 +2691,6 @@ def test_an_idle_workload_within_the_quota_its_queue_keeps_from_lending_is_kept(
     assert phase_while_using(12) == "TERMINATING"
 
 
-def test_an_idle_workload_is_kept_for_one_of_its_queue_whose_job_selects_another_flavor(
-    cluster_with,
-):
-    """Decision 0283: ``next`` waits in the idle job's own queue ``kaiwo`` (MI300X and MI250X
-    flavors), and its suspended Job selects MI250X nodes (a ``spec.job`` the user wrote):
-    Kueue admits it only into ``mi250``, and the idle job's MI300X GPUs are no use to it, so
-    the idle job is kept. Selecting MI300X, it is preempted for ``next``."""
-    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
-    waiting = pending_next("kaiwo")
-    idle = finding(idle_since=NOW - timedelta(minutes=11))
-    held = admitted("job-uid-job")
-    held["status"]["admission"] = {
-        "clusterQueue": "kaiwo",
-        "podSetAssignments": [{"name": "main", "flavors": {"amd.com/gpu": "mi300x"}}],
-    }
-    product = "amd.com/gpu.product-name"
-    flavors = [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta1",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name, "uid": f"rf-{name}"},
-            "spec": {"nodeLabels": {product: label}},
-        }
-        for name, label in (("mi300x", "MI300X"), ("mi250", "MI250X"))
-    ]
-    queue = cohort_queue("kaiwo", "lab", mi300x={}, mi250={})
-
-    def phase_beside_a_job_selecting(label: str) -> str:
-        suspended = running_job(waiting)
-        suspended["spec"] = {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "nodeSelector": {product: label},
-                    "containers": [{"name": "main", "resources": {"limits": {"amd.com/gpu": 4}}}],
-                }
-            },
-        }
-        del suspended["status"]
-        objects = (owner, running_job(owner), waiting, suspended, queue, *flavors)
-        cluster = cluster_with(*objects, workloads=(held,))
-        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
-        assert plan is not None and plan.status is not None
-        return str(plan.status["status"])
-
-    assert phase_beside_a_job_selecting("MI250X") == "RUNNING"
-    assert phase_beside_a_job_selecting("MI300X") == "TERMINATING"
-
-
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
 
 
