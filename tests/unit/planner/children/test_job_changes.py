@@ -436,6 +436,30 @@ def test_a_starting_job_keeps_its_queue_held_or_not():
     assert job_update(desired, observed, admitted=True) == starting
 
 
+def test_the_templates_are_compared_once_for_a_job_waiting_and_then_starting():
+    """Kueue's admission flips ``admitted`` once in a Job's life; the comparison of the
+    templates, the largest cost of planning a Job, does not depend on it and is not done
+    again (its spec is the very same object), while Kueue's labels are decided anew."""
+    context = PlanningContext.of(ClusterState())
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["labels"] = {QUEUE: "b"}
+    observed = _observed_job(1)
+    observed["metadata"]["labels"] = {QUEUE: "a"}
+    observed["spec"]["suspend"] = True
+
+    waiting = job_update_in(context, desired, observed)
+    starting = job_update_in(context, desired, observed, admitted=True)
+
+    assert starting.manifest["spec"] is waiting.manifest["spec"]
+    assert (
+        starting.not_applied == waiting.not_applied == ("spec.template.spec.containers[0].image",)
+    )
+    assert waiting.manifest["metadata"]["labels"] == {QUEUE: "b"}
+    assert starting.manifest["metadata"]["labels"] == {QUEUE: "a"}
+    assert starting == job_update(desired, observed, admitted=True)
+    assert waiting == job_update(desired, observed)
+
+
 def test_no_field_the_executor_may_take_from_a_job_is_one_the_planner_keeps():
     # The executor takes these from a running Job once the KaiwoJob no longer sets them
     # (decision 0133): one the API server refuses to change would be refused on every update.

@@ -228,6 +228,12 @@ def job_update(
 
     ``admitted``: Kueue has admitted the Job's Workload, so a Job still observed suspended is
     starting, and Kueue's label rules for a running Job apply (decision 0129)."""
+    return _with_kueue_metadata(_spec_update(desired, observed), observed, admitted=admitted)
+
+
+def _spec_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
+    """The spec part of :func:`job_update`, which does not depend on ``admitted``: the
+    comparison of the templates, its largest cost."""
     # Only the top level and spec change: the rest is shared with ``desired``, which nothing
     # mutates afterwards (copying the whole Job was the largest cost of planning one).
     manifest = dict(desired)
@@ -243,15 +249,22 @@ def job_update(
         spec["template"] = _without_job_controller_labels(spec["template"])
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
+    return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))
+
+
+def _with_kueue_metadata(
+    spec_update: JobUpdate, observed: Mapping[str, Any], *, admitted: bool
+) -> JobUpdate:
+    """``spec_update`` with Kueue's labels and annotations kept where Kueue owns them now."""
     manifest, labels_kept = kueue_label_update(
-        manifest, observed, running=True if admitted else None
+        spec_update.manifest, observed, running=True if admitted else None
     )
     manifest, annotations_kept = kueue_annotation_update(
         manifest, observed, running=not waits_in_its_queue(observed, admitted=admitted)
     )
     return JobUpdate(
         manifest=manifest,
-        not_applied=tuple(not_applied),
+        not_applied=spec_update.not_applied,
         labels_not_applied=labels_kept,
         annotations_not_applied=annotations_kept,
     )
@@ -354,8 +367,9 @@ def job_update_in(
     ``plan_children``) and the observed Job has the same uid and ``metadata.generation``
     (the API server bumps it on every spec change of a kind with a status subresource) and
     equal immutable fields (checked too, so a hand-made observation that changes them
-    without a new generation is compared afresh), and the same ``admitted``. The manifest is
-    shared: not modified.
+    without a new generation is compared afresh), and the same ``admitted``; the templates'
+    comparison is kept for both values of ``admitted``. The manifest is shared: not
+    modified.
     """
     meta = observed.get("metadata")
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
@@ -363,10 +377,21 @@ def job_update_in(
     if not isinstance(uid, str) or not uid or not isinstance(generation, int):
         return job_update(desired, observed, admitted=admitted)
     fields = _immutable_fields(observed)
+
+    def spec_update() -> JobUpdate:
+        # Kept apart from ``admitted``, which flips once in a Job's life and leaves the
+        # templates compared as they were.
+        held, update = context.owner_value(
+            ("job-spec-update", uid, generation),
+            (desired,),
+            lambda: (fields, _spec_update(desired, observed)),
+        )
+        return update if held == fields else _spec_update(desired, observed)
+
     held_fields, update = context.owner_value(
         ("job-update", uid, generation, admitted),
         (desired,),
-        lambda: (fields, job_update(desired, observed, admitted=admitted)),
+        lambda: (fields, _with_kueue_metadata(spec_update(), observed, admitted=admitted)),
     )
     if held_fields != fields:  # changed without a new generation: a label, or hand-made
         return job_update(desired, observed, admitted=admitted)
