@@ -74,9 +74,11 @@ def has_condition(status: Mapping[str, Any], condition_type: str) -> bool:
 
 def condition_of(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
     """The condition ``condition_type`` of ``status`` (None: it has none)."""
-    return next(
-        (c for c in status.get("conditions") or () if c.get("type") == condition_type), None
-    )
+    # A loop, not next() over a generator: asked about sixteen times a plan.
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == condition_type:
+            return condition  # type: ignore[no-any-return]
+    return None
 
 
 def observed_condition(
