@@ -67,6 +67,8 @@ def gpu_idle_condition(
 
     ``running``: the workload's last status says it runs; ``previous_status``: that status,
     for a condition to withdraw."""
+    if not running and condition_of(previous_status, GPU_IDLE) is None:
+        return None  # whatever the settings, nothing to judge and nothing to withdraw
     defaults = kaiwo_config(context).spec.gpu_preemption
     settings = settings_of(workload, context.cluster, defaults)
     if settings is None:
