@@ -18,8 +18,9 @@ of two cohorts under one Cohort do share (decision 0271): an idle Job of one goe
 waiting in the other, which Kueue then admits on what it freed; but not where the idle
 Job's ClusterQueue lends nothing (``lendingLimit: 0``, decision 0272), nor for a Job of a
 queue that already borrows all its ``borrowingLimit`` lets it (decision 0281), nor where the
-idle Job's queue uses no more than its ``lendingLimit`` keeps for it (decision 0282), nor for
-a Job of its own queue that selects the nodes of another flavor (decision 0283).
+idle Job's queue uses no more than its ``lendingLimit`` keeps for it (decision 0282), or uses
+less beyond that than the waiting Job wants (decision 0284), nor for a Job of its own queue
+that selects the nodes of another flavor (decision 0283).
 
 A serving KaiwoService scaled up in the full queue ``qs`` (a Kueue-managed namespace: Kueue
 admits its pods one by one) is READY, then RUNNING with one pod gated: that pod waits for
@@ -581,6 +582,37 @@ async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept
         await waiting_for_gpus(pipeline, plain, "waiter-h", "lh")
         await kept_idle(pipeline, plain, "idle-g")
         await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-g", "ug", "waiter-h")
+
+
+async def test_an_idle_job_is_kept_when_its_queue_lends_less_than_the_waiting_job_wants(
+    stack: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0284: ClusterQueues ``ui`` (16 GPUs, ``lendingLimit: 12``: it keeps 4) and
+    ``uj`` (8 GPUs) of the cohort ``part``. Two Jobs of ``uj`` run, the second on 8 GPUs
+    borrowed; an idle opted-in Job of ``ui`` runs on 8, 4 of them beyond what ``ui`` keeps.
+    Kueue counts only those 4 in the cohort, so stopping the idle Job frees 4, and a third
+    Job of ``uj`` waits for 8: the idle Job is kept. Before, a queue that used anything
+    beyond what it keeps lent all its freed GPUs: the idle Job was deleted, and the waiting
+    Job kept waiting."""
+    pipeline, exporter = stack
+    plain = plain_namespace(pipeline)
+    async with platform_queues_made(
+        pipeline,
+        plain,
+        platform_cluster_queue("ui", "part", nominalQuota=16, lendingLimit=12),
+        platform_cluster_queue("uj", "part"),
+        platform_local_queue("li", plain, "ui"),
+        platform_local_queue("lj", plain, "uj"),
+        jobs=("holder-j", "borrower-j", "idle-i", "waiter-j"),
+    ):
+        await borrowing_beside_an_idle_job(
+            pipeline, exporter, plain, ("holder-j", "borrower-j", "lj"), idle=("idle-i", "li")
+        )
+        await reserved(pipeline, "uj", borrowed="8")
+        await reserved(pipeline, "ui", total="8")
+        await waiting_for_gpus(pipeline, plain, "waiter-j", "lj")
+        await kept_idle(pipeline, plain, "idle-i")
+        await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-i", "ui", "waiter-j")
 
 
 async def borrowing_beside_an_idle_job(

@@ -290,6 +290,20 @@ def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept() -> 
     assert preempted_for(idle_job("qb"), *own, *local, within) == "waits"
 
 
+def test_an_idle_job_of_another_queue_frees_no_more_than_its_queue_uses_beyond_what_it_keeps():
+    """Decision 0284: ``qb`` keeps 4 of its 8 GPUs of each flavor from lending. Using 5 of
+    ``mi300x``, stopping the idle Job's 2 gives the cohort 1, and the Job waiting in ``qa``
+    for 2 would still wait: the idle Job is kept. Using 6, it gives the 2 the waiting Job
+    wants. A flavor does not add to another's: the idle Job's GPUs are in one of them."""
+    local = (local_queue("qa", "qa"), local_queue("qb", "qb"))
+    lender = cluster_queue("qb", "research", lendingLimit=4)
+    waiting = (*waiting_job("qa"), cluster_queue("qa", "research"))
+    one_beyond = in_use(lender, mi300x=5, mi250=5)
+    assert preempted_for(idle_job("qb"), *waiting, *local, one_beyond) is None
+    two_beyond = in_use(lender, mi300x=6, mi250=5)
+    assert preempted_for(idle_job("qb"), *waiting, *local, two_beyond) == "waits"
+
+
 def test_gpus_already_being_freed_still_serve_the_waiting_job_they_were_freed_for() -> None:
     """Decision 0282 judges only a running victim. ``stopping``, a Job of ``qb`` preempted a
     minute ago, frees its 2 MI300X GPUs for the Job waiting in ``qa``; ``qb``'s status may
@@ -321,8 +335,8 @@ def test_only_a_workload_its_queue_counts_now_is_judged_by_the_quota_kept() -> N
     queue = in_use(cluster_queue("qb", "research", lendingLimit="4"), mi300x=4, mi250=5)
     forest = QuotaTrees.of(cluster(queue, cluster_queue("qa", "research")))
     assert forest.scope("qb", "amd", held_now=True).flavors == (
-        FlavorReach("mi300x", lends_to=(), borrows_from=("research",)),
-        FlavorReach("mi250", lends_to=("research",), borrows_from=("research",)),
+        FlavorReach("mi300x", lends_to=(), borrows_from=("research",), lends_at_most=0),
+        FlavorReach("mi250", lends_to=("research",), borrows_from=("research",), lends_at_most=1),
     )
     assert all(r.lends_to == ("research",) for r in forest.scope("qb", "amd").flavors)
     for unread in (cluster_queue("qb", "research", lendingLimit="4"), in_use(queue, mi300x=0)):

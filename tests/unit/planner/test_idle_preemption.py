@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.idle_preemption import (
+    FlavorReach,
     GpuDemand,
     IdleWorkload,
     InFlight,
@@ -254,6 +255,58 @@ def test_quota_reaches_a_waiting_workload_where_one_cohort_is_lent_to_and_borrow
     lends_to_research = QuotaScope("team-b", lends_to=("research",))
     assert victims(
         idle("a", 8, quota=lends_to_research), pending=[waiting("p", 8, quota=borrows_below)]
+    ) == [("a", "p")]
+
+
+def lending_at_most(cluster_queue: str, gpus: int | None) -> QuotaScope:
+    """A ClusterQueue of ``research`` whose flavor ``mi300x`` gives the cohort at most
+    ``gpus`` when its running workloads stop (None: no limit read)."""
+    reach = FlavorReach("mi300x", ("research",), ("research",), lends_at_most=gpus)
+    return QuotaScope(cluster_queue, ("research",), ("research",), flavors=(reach,))
+
+
+BORROWER = QuotaScope(
+    "team-a",
+    ("research",),
+    ("research",),
+    flavors=(FlavorReach("mi300x", ("research",), ("research",)),),
+)
+
+
+def test_an_idle_workload_of_another_queue_counts_only_what_its_queue_can_lend() -> None:
+    """Decision 0284: stopping an 8-GPU job of a queue that uses 2 beyond what its lending
+    limit keeps gives the cohort 2; a workload waiting for 8 would still wait."""
+    assert (
+        victims(
+            idle("a", 8, quota=lending_at_most("team-b", 2)),
+            pending=[waiting("p", 8, quota=BORROWER)],
+        )
+        == []
+    )
+    assert victims(
+        idle("a", 8, quota=lending_at_most("team-b", 2)), pending=[waiting("p", 2, quota=BORROWER)]
+    ) == [("a", "p")]
+    assert victims(
+        idle("a", 8, quota=lending_at_most("team-b", None)),
+        pending=[waiting("p", 8, quota=BORROWER)],
+    ) == [("a", "p")]
+    # Its own queue gets back all it frees.
+    own = lending_at_most("team-a", 2)
+    assert victims(idle("a", 8, quota=own), pending=[waiting("p", 8, quota=BORROWER)]) == [
+        ("a", "p")
+    ]
+
+
+def test_what_a_queue_can_lend_is_shared_by_its_idle_workloads_and_the_waiting_ones() -> None:
+    """Two idle 8-GPU jobs of a queue that can lend 10: together they give 10, not 16; and
+    what one waiting workload is given, the next one is not."""
+    lender = lending_at_most("team-b", 10)
+    pair = (idle("a", 8, idle_minutes=60, quota=lender), idle("b", 8, quota=lender))
+    assert victims(*pair, pending=[waiting("p", 12, quota=BORROWER)]) == []
+    assert victims(*pair, pending=[waiting("p", 10, quota=BORROWER)]) == [("a", "p"), ("b", "p")]
+    assert victims(
+        *pair,
+        pending=[waiting("p", 8, minutes=30, quota=BORROWER), waiting("q", 8, quota=BORROWER)],
     ) == [("a", "p")]
 
 

@@ -16,8 +16,9 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   (:func:`frees_quota_for`, decision 0236): both in one ClusterQueue, or in ClusterQueues of
   one cohort tree that lend and borrow across it (decisions 0271, 0272), flavor by flavor
   (decision 0279), and only in a flavor the waiting workload's ``gpuModels`` let Kueue admit
-  it into (:func:`serves`, decision 0280). For the rest of its demand the **fewest**
-  victims are chosen that together cover it, and among equally few the **longest idle**
+  it into (:func:`serves`, decision 0280); a victim of another queue counts only for what
+  its queue can lend (:func:`lendable_to`, decision 0284). For the rest of its demand the
+  **fewest** victims are chosen that together cover it, and among equally few the **longest idle**
   first. When all unclaimed eligible victims together cannot cover it, nobody is preempted
   for it (stopping some would free GPUs it still could not use). A victim serves one
   beneficiary.
@@ -28,7 +29,7 @@ Pure: every input is passed in, ``now`` included; the same inputs give the same 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
@@ -48,6 +49,10 @@ class FlavorReach:
     flavor: str
     lends_to: tuple[str, ...] = ()
     borrows_from: tuple[str, ...] = ()
+    lends_at_most: int | None = None
+    """The most GPUs of the flavor that stopping running workloads of the queue can give its
+    cohort: what the queue uses beyond the quota its ``lendingLimit`` keeps for itself
+    (decision 0284). None: no limit read (no ``lendingLimit``, or its use not known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,28 @@ def may_run_on(freed: QuotaScope | None, waiting: GpuDemand) -> bool:
     if freed is None or not freed.held_in or not waiting.flavors:
         return True
     return not freed.held_in.isdisjoint(waiting.flavors)
+
+
+def lendable_to(victim: QuotaScope | None, waiting: GpuDemand) -> int | None:
+    """The most GPUs stopping workloads of the ``victim``'s queue can give the ``waiting``
+    workload of another queue (decision 0284): in the flavor that reaches it with the most,
+    since Kueue admits a workload's GPUs into one flavor; None: as many as they hold (one
+    queue, a scope or flavor not known, or no lending limit read)."""
+    wanted = waiting.quota
+    if victim is None or wanted is None or victim.cluster_queue == wanted.cluster_queue:
+        return None
+    if not (victim.flavors and wanted.flavors):
+        return None
+    borrows = {reach.flavor: set(reach.borrows_from) for reach in wanted.flavors}
+    reaching = [
+        reach
+        for reach in victim.flavors
+        if not borrows.get(reach.flavor, set()).isdisjoint(reach.lends_to)
+        and (not waiting.flavors or reach.flavor in waiting.flavors)
+    ]
+    if not reaching or any(reach.lends_at_most is None for reach in reaching):
+        return None
+    return max(reach.lends_at_most or 0 for reach in reaching)
 
 
 def serves(freed: QuotaScope | None, waiting: GpuDemand) -> bool:
@@ -189,6 +216,7 @@ def decide_idle_preemptions(
     ]
     unclaimed = [w for w in eligible if w.policy == "OnPressure"]
     left = [max(entry.gpus, 0) for entry in in_flight]
+    lent: dict[str, int] = {}  # by victim queue: GPUs counted as lent to another queue
     for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key)):
         vendor = waiting.vendor.lower()
         named = (freed_for or {}).get(waiting.key[4], 0)
@@ -196,12 +224,18 @@ def decide_idle_preemptions(
         demand = waiting.gpus - named - covered
         if demand <= 0:
             continue
-        candidates = [
-            w for w in unclaimed if w.vendor.lower() == vendor and serves(w.quota, waiting)
-        ]
-        victims = fewest_covering(candidates, demand)
-        for victim in victims:
+        candidates = _weighed(
+            [w for w in unclaimed if w.vendor.lower() == vendor and serves(w.quota, waiting)],
+            waiting,
+            lent,
+        )
+        victims = fewest_covering(list(candidates), demand)
+        for weighed in victims:
+            victim = candidates[weighed]
             unclaimed.remove(victim)
+            if lendable_to(victim.quota, waiting) is not None and victim.quota is not None:
+                queue = victim.quota.cluster_queue
+                lent[queue] = lent.get(queue, 0) + weighed.gpus
             preemptions.append(
                 IdlePreemption(
                     victim=ObjectRef.of_key(victim.key),
@@ -210,6 +244,30 @@ def decide_idle_preemptions(
                 )
             )
     return IdlePreemptionDecision(preemptions=tuple(preemptions))
+
+
+def _weighed(
+    candidates: Sequence[IdleWorkload], waiting: GpuDemand, lent: Mapping[str, int]
+) -> dict[IdleWorkload, IdleWorkload]:
+    """Each candidate that gives ``waiting`` any GPUs, as many as it gives (key), with the
+    candidate itself (value), longest idle first. A workload of another queue gives no more
+    than its queue can lend (:func:`lendable_to`) less what ``lent`` counts from that queue
+    already and what the candidates before it give (decision 0284): stopping an 8-GPU job
+    of a queue that uses 2 beyond what its lending limit keeps frees 2 for the cohort."""
+    weighed: dict[IdleWorkload, IdleWorkload] = {}
+    given: dict[str, int] = dict(lent)
+    for candidate in candidates:
+        cap = lendable_to(candidate.quota, waiting)
+        if cap is None or candidate.quota is None:
+            weighed[candidate] = candidate
+            continue
+        queue = candidate.quota.cluster_queue
+        share = min(candidate.gpus, cap - given.get(queue, 0))
+        if share <= 0:
+            continue
+        given[queue] = given.get(queue, 0) + share
+        weighed[replace(candidate, gpus=share)] = candidate
+    return weighed
 
 
 def _take_in_flight(

@@ -6,7 +6,8 @@ Quota a workload frees goes back to its own ClusterQueue and is lent only up its
 as far as lending limits let it, to queues whose borrowing limits let them take it, flavor by
 flavor (decision 0279), and not to a queue whose borrowing limit leaves too little room for
 the waiting workload (decision 0281); and what a queue frees within the quota its lending
-limit keeps for itself goes to nobody else (decision 0282). So GPU idle preemption asks where
+limit keeps for itself goes to nobody else (decision 0282), so it lends no more than it uses
+beyond that quota (decision 0284). So GPU idle preemption asks where
 both the victim and the waiting workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
@@ -86,9 +87,9 @@ class QuotaTrees:
         and where that queue may borrow them from (decision 0272), flavor by flavor
         (decision 0279): ``held_in``, the flavors Kueue admitted the workload's GPUs into
         (none: not known), are the only ones it lends when freed; ``held_now``: its queue's
-        status counts them (a running workload, not one already stopping), so a flavor whose
-        quota in use is all within what the queue's ``lendingLimit`` keeps for it lends
-        nothing when they are freed (decision 0282).
+        status counts them (a running workload, not one already stopping), so a flavor lends
+        no more than its queue uses beyond what its ``lendingLimit`` keeps for it, nothing
+        when it uses no more (decisions 0282, 0284).
 
         A ClusterQueue's cohort is :func:`cluster_queue_cohort`. Kueue lends a queue's unused
         quota of a flavor to its cohort, and a cohort's on to its parent (a Cohort's
@@ -101,19 +102,13 @@ class QuotaTrees:
         spec = self.cluster_queues.get(cluster_queue, {})
         cohort = cluster_queue_cohort(spec)
         flavors = tuple(
-            FlavorReach(
-                flavor,
-                lends_to=(
-                    self._reach(cohort, spec, resource, "lendingLimit", flavor)
-                    if (not held_in or flavor in held_in)
-                    and not (held_now and self._all_kept(cluster_queue, spec, (flavor, resource)))
-                    else ()
-                ),
-                borrows_from=(
-                    ()
-                    if self._no_room_to_borrow(cluster_queue, spec, (flavor, resource), wanting)
-                    else self._reach(cohort, spec, resource, "borrowingLimit", flavor)
-                ),
+            self._flavor_reach(
+                cluster_queue,
+                spec,
+                (flavor, resource),
+                lends=not held_in or flavor in held_in,
+                held_now=held_now,
+                wanting=wanting,
             )
             for flavor in flavors_covering(spec, resource)
         )
@@ -130,6 +125,35 @@ class QuotaTrees:
             borrows_from=_longest(reach.borrows_from for reach in flavors),
             flavors=flavors,
             held_in=frozenset(held_in),
+        )
+
+    def _flavor_reach(
+        self,
+        cluster_queue: str,
+        spec: Mapping[str, Any],
+        flavor_resource: tuple[str, str],
+        *,
+        lends: bool,
+        held_now: bool,
+        wanting: int,
+    ) -> FlavorReach:
+        """:meth:`scope` for one flavor's resource of the queue (of ``spec``)."""
+        cohort = cluster_queue_cohort(spec)
+        flavor, resource = flavor_resource
+        beyond = self._beyond_kept(cluster_queue, spec, flavor_resource) if held_now else None
+        return FlavorReach(
+            flavor,
+            lends_to=(
+                self._reach(cohort, spec, resource, "lendingLimit", flavor)
+                if lends and beyond != 0
+                else ()
+            ),
+            borrows_from=(
+                ()
+                if self._no_room_to_borrow(cluster_queue, spec, flavor_resource, wanting)
+                else self._reach(cohort, spec, resource, "borrowingLimit", flavor)
+            ),
+            lends_at_most=beyond,
         )
 
     def _reach(
@@ -150,20 +174,22 @@ class QuotaTrees:
             cohort = _text(spec.get("parentName"))
         return tuple(reached)
 
-    def _all_kept(
+    def _beyond_kept(
         self, cluster_queue: str, spec: Mapping[str, Any], flavor_resource: tuple[str, str]
-    ) -> bool:
-        """Whether all the quota of a flavor's resource the queue (of ``spec``) has in use is
-        within its guaranteed quota, the part of its nominal quota its ``lendingLimit`` keeps
-        from its cohort. Kueue counts in the cohort only what a queue uses beyond that part,
-        so freeing any of it gives the cohort nothing (decision 0282). Not known (no status
-        read, or nothing in use while a workload is counted there): it does not."""
+    ) -> int | None:
+        """How much of a flavor's resource the queue (of ``spec``) has in use beyond its
+        guaranteed quota, the part of its nominal quota its ``lendingLimit`` keeps from its
+        cohort. Kueue counts in the cohort only that much of a queue's use, so stopping its
+        workloads gives the cohort no more (decisions 0282, 0284): nothing when all it uses
+        is within that part. None when not known (no lending limit, no status read, or
+        nothing in use while a workload is counted there)."""
         held = self.in_use.get(cluster_queue, {}).get(flavor_resource)
         quota = _quota_of(spec, flavor_resource)
         lending = _quantity(quota.get("lendingLimit"))
         if held is None or held.total <= 0 or lending is None:
-            return False
-        return held.total <= _amount(quota, "nominalQuota") - lending
+            return None
+        guaranteed = _amount(quota, "nominalQuota") - lending
+        return max(int(held.total - guaranteed), 0)
 
     def _no_room_to_borrow(
         self,
