@@ -2672,7 +2672,8 @@ def test_an_idle_workload_within_the_quota_its_queue_keeps_from_lending_is_kept(
     """Decision 0282: ``kaiwo`` keeps 8 of its 16 MI300X GPUs from lending (its lending
     limit is 8). Kueue counts in the cohort only what it uses beyond those 8, so stopping the
     idle job, while ``kaiwo`` uses 8, frees nothing ``next`` (waiting in ``other``) can borrow:
-    it is kept. While ``kaiwo`` uses 12, it is preempted for ``next``."""
+    it is kept. While ``kaiwo`` uses 12, it is preempted for ``next``; while it uses 10, it
+    would give the cohort 2 of the 4 ``next`` waits for, and is kept (decision 0284)."""
     owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
     waiting = pending_next("other")
     idle = finding(idle_since=NOW - timedelta(minutes=11))
@@ -2689,6 +2690,7 @@ def test_an_idle_workload_within_the_quota_its_queue_keeps_from_lending_is_kept(
 
     assert phase_while_using(8) == "RUNNING"
     assert phase_while_using(12) == "TERMINATING"
+    assert phase_while_using(10) == "RUNNING"
 
 
 # ------------------------- each preemption counts the other's observed victims (decision 0150)
