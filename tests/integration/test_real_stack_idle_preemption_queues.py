@@ -563,25 +563,7 @@ async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept
     the cohort only what ``ug`` uses beyond those 8, so stopping the idle Job frees nothing a
     third Job of ``uh`` could borrow: it is kept. Before, a lending limit above 0 lent
     whatever was freed: the idle Job was deleted, and the waiting Job kept waiting."""
-    pipeline, exporter = stack
-    plain = plain_namespace(pipeline)
-    async with platform_queues_made(
-        pipeline,
-        plain,
-        platform_cluster_queue("ug", "keep", nominalQuota=16, lendingLimit=8),
-        platform_cluster_queue("uh", "keep"),
-        platform_local_queue("lg", plain, "ug"),
-        platform_local_queue("lh", plain, "uh"),
-        jobs=("holder-h", "borrower-h", "idle-g", "waiter-h"),
-    ):
-        await borrowing_beside_an_idle_job(
-            pipeline, exporter, plain, ("holder-h", "borrower-h", "lh"), idle=("idle-g", "lg")
-        )
-        await reserved(pipeline, "uh", borrowed="8")
-        await reserved(pipeline, "ug", total="8")
-        await waiting_for_gpus(pipeline, plain, "waiter-h", "lh")
-        await kept_idle(pipeline, plain, "idle-g")
-        await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-g", "ug", "waiter-h")
+    await idle_job_kept_for_a_borrowing_queue(*stack, ("ug", 8), "uh", cohort="keep")
 
 
 async def test_an_idle_job_is_kept_when_its_queue_lends_less_than_the_waiting_job_wants(
@@ -594,25 +576,46 @@ async def test_an_idle_job_is_kept_when_its_queue_lends_less_than_the_waiting_jo
     Job of ``uj`` waits for 8: the idle Job is kept. Before, a queue that used anything
     beyond what it keeps lent all its freed GPUs: the idle Job was deleted, and the waiting
     Job kept waiting."""
-    pipeline, exporter = stack
+    await idle_job_kept_for_a_borrowing_queue(*stack, ("ui", 12), "uj", cohort="part")
+
+
+async def idle_job_kept_for_a_borrowing_queue(
+    pipeline: Pipeline,
+    exporter: GpuExporter,
+    lender: tuple[str, int],
+    borrower: str,
+    *,
+    cohort: str,
+) -> None:
+    """ClusterQueues ``lender`` (its name, and its ``lendingLimit`` of 16 GPUs) and
+    ``borrower`` (8 GPUs) of ``cohort``, their LocalQueues named ``l`` and the queue's last
+    letter. Two Jobs of ``borrower`` run, the second on 8 GPUs borrowed; an idle opted-in
+    Job of ``lender`` runs on 8; a third Job of ``borrower`` waits. The idle Job is kept, and
+    deleted by hand, Kueue admits nothing on what it freed."""
     plain = plain_namespace(pipeline)
+    (lender_queue, lending), mine, theirs = lender, lender[0][-1], borrower[-1]
+    idle, waiter = f"idle-{mine}", f"waiter-{theirs}"
     async with platform_queues_made(
         pipeline,
         plain,
-        platform_cluster_queue("ui", "part", nominalQuota=16, lendingLimit=12),
-        platform_cluster_queue("uj", "part"),
-        platform_local_queue("li", plain, "ui"),
-        platform_local_queue("lj", plain, "uj"),
-        jobs=("holder-j", "borrower-j", "idle-i", "waiter-j"),
+        platform_cluster_queue(lender_queue, cohort, nominalQuota=16, lendingLimit=lending),
+        platform_cluster_queue(borrower, cohort),
+        platform_local_queue(f"l{mine}", plain, lender_queue),
+        platform_local_queue(f"l{theirs}", plain, borrower),
+        jobs=(f"holder-{theirs}", f"borrower-{theirs}", idle, waiter),
     ):
         await borrowing_beside_an_idle_job(
-            pipeline, exporter, plain, ("holder-j", "borrower-j", "lj"), idle=("idle-i", "li")
+            pipeline,
+            exporter,
+            plain,
+            (f"holder-{theirs}", f"borrower-{theirs}", f"l{theirs}"),
+            idle=(idle, f"l{mine}"),
         )
-        await reserved(pipeline, "uj", borrowed="8")
-        await reserved(pipeline, "ui", total="8")
-        await waiting_for_gpus(pipeline, plain, "waiter-j", "lj")
-        await kept_idle(pipeline, plain, "idle-i")
-        await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-i", "ui", "waiter-j")
+        await reserved(pipeline, borrower, borrowed="8")
+        await reserved(pipeline, lender_queue, total="8")
+        await waiting_for_gpus(pipeline, plain, waiter, f"l{theirs}")
+        await kept_idle(pipeline, plain, idle)
+        await kueue_admits_nothing_once_deleted(pipeline, plain, idle, lender_queue, waiter)
 
 
 async def borrowing_beside_an_idle_job(
