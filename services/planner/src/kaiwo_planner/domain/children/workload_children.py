@@ -366,10 +366,11 @@ def _kept_told(
     """:func:`kept_paths_text` of the kept ``paths``, kept in ``context`` for the observed
     child's spec version: it follows every path into both objects, and a child that keeps
     its spec is planned again at every change of its status (replay of a store whose Jobs
-    all kept 23 paths ran 22% slower without it). Reused only while ``desired``, ``paths``
-    and ``origins`` are the very same objects (each kept per spec version already) and the
-    observed child has the same uid and ``metadata.generation``: the paths lead into its
-    spec alone."""
+    all kept 23 paths ran 22% slower without it). Reused only while ``desired`` and
+    ``origins`` are the very same objects (each kept per spec version already), ``paths``
+    are equal (those left after the flavor terms are a new tuple each plan) and the observed
+    child has the same uid and ``metadata.generation``: the paths lead into its spec
+    alone."""
     kind = str(desired.get("kind", ""))
 
     def told() -> str:
@@ -383,7 +384,7 @@ def _kept_told(
     if context is None or not isinstance(uid, str) or not isinstance(generation, int):
         return told()
     return context.owner_value(
-        ("kept-told", uid, generation, shown), (desired, paths, origins), told
+        ("kept-told", uid, generation, shown, paths), (desired, origins), told
     )
 
 

@@ -66,10 +66,10 @@ def merge_conditions(
 
 def has_condition(status: Mapping[str, Any], condition_type: str) -> bool:
     """Whether ``status`` has the condition ``condition_type`` with status True."""
-    return any(
-        c.get("type") == condition_type and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == condition_type and condition.get("status") == "True":
+            return True
+    return False
 
 
 def condition_of(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
