@@ -67,7 +67,13 @@ class _Derived:
 
 
 def _same_objects(held: tuple[object, ...], given: tuple[object, ...]) -> bool:
-    return len(held) == len(given) and all(a is b for a, b in zip(held, given, strict=True))
+    if len(held) != len(given):
+        return False
+    # A loop, not all() over a generator: asked for every held value of every plan.
+    for a, b in zip(held, given, strict=True):  # noqa: SIM110
+        if a is not b:
+            return False
+    return True
 
 
 class OwnerValues:

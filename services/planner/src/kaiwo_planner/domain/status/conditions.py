@@ -38,16 +38,18 @@ def merge_conditions(
     """
     merged = [dict(c) for c in previous]
     by_type = {c.get("type"): i for i, c in enumerate(merged)}
+    stamp = ""  # ``now`` written once, when a condition first needs it
     for condition in observed:
         index = by_type.get(condition.type)
         old = merged[index] if index is not None else None
-        transition = (
-            old["lastTransitionTime"]
-            if old is not None
+        if (
+            old is not None
             and old.get("status") == condition.status
             and old.get("lastTransitionTime")
-            else format_time(now)
-        )
+        ):
+            transition = old["lastTransitionTime"]
+        else:
+            transition = stamp = stamp or format_time(now)
         new = {
             "type": condition.type,
             "status": condition.status,
