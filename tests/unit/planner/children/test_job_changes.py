@@ -242,6 +242,43 @@ def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job)
     )
 
 
+def test_an_existing_jobs_update_is_kept_while_only_its_status_moves(make_job):
+    """The main child as it exists is worked out once per spec version of the observed Job
+    (its uid and generation), as long as its labels, annotations and spec are as they were:
+    a Job whose status moved gets the very same manifest and condition. A label Kueue put
+    on it, or a spec changed by hand without a new generation, is decided afresh."""
+    allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+    job = make_job({"image": "img:2"})
+    first = plan_children(workload=make_job({"image": "img:1"}), allocation=allocation, config=None)
+    observed = copy.deepcopy(first.desired[0])
+    observed["spec"]["suspend"] = False  # admitted: it runs
+    observed["metadata"] |= {"uid": "job-uid", "generation": 1}
+    context = PlanningContext.of(ClusterState())
+
+    def planned(seen: dict[str, Any]) -> Any:
+        return plan_children(
+            workload=job,
+            allocation=allocation,
+            config=None,
+            observed_main_child=seen,
+            context=context,
+        )
+
+    before = planned(observed)
+    moved = planned({**copy.deepcopy(observed), "status": {"active": 1}})
+    assert moved.desired[0] is before.desired[0]
+    assert moved.conditions[0] is before.conditions[0]
+    labelled = copy.deepcopy(observed)
+    labelled["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+    assert (
+        planned(labelled).desired[0]["metadata"]["labels"]
+        != before.desired[0]["metadata"]["labels"]
+    )
+    by_hand = copy.deepcopy(observed)
+    by_hand["spec"]["template"]["spec"]["containers"][0]["image"] = "img:2"
+    assert planned(by_hand).conditions[0].status == "True"  # it matches the spec now
+
+
 def test_a_job_waiting_in_its_queue_is_replaced_to_take_the_edit(make_job):
     # Decision 0129: nothing of a suspended Job runs, so it is pruned and made anew.
     allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")

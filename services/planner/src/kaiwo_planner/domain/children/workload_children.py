@@ -260,6 +260,59 @@ def _reconcile_with_observed(
         # second status write, and the plan and observation that come with it.
         return main, _matches(kind)
     admitted = _admitted_by_kueue(observed, context)
+
+    def as_it_exists() -> tuple[dict[str, Any] | None, ChildCondition]:
+        return _as_it_exists(
+            main,
+            observed,
+            context,
+            origins,
+            admitted=admitted,
+            flavor_terms_told=flavor_terms_told,
+        )
+
+    meta = observed.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    generation = meta.get("generation") if isinstance(meta, Mapping) else None
+    if context is None or not isinstance(uid, str) or not uid or not isinstance(generation, int):
+        return as_it_exists()
+    # Kept per spec version of the observed child, as the job update is (job_update_in):
+    # most plans of a workload come from a status that moved, and the child's spec did not.
+    read = _read_besides_the_generation(observed)
+    held, found = context.owner_value(
+        ("as-it-exists", uid, generation, admitted, flavor_terms_told),
+        (main, origins),
+        lambda: (read, as_it_exists()),
+    )
+    return found if held == read else as_it_exists()
+
+
+def _read_besides_the_generation(observed: Mapping[str, Any]) -> tuple[object, ...]:
+    """What the update of an existing main child reads of ``observed`` that may change
+    without a new ``metadata.generation``: its labels and annotations (Kueue's, the split
+    mark), a Deployment's ready replicas, and the spec itself, so that a hand-made
+    observation that changes it without a new generation is compared afresh."""
+    meta = observed.get("metadata")
+    status = observed.get("status")
+    return (
+        meta.get("labels") if isinstance(meta, Mapping) else None,
+        meta.get("annotations") if isinstance(meta, Mapping) else None,
+        status.get("readyReplicas") if isinstance(status, Mapping) else None,
+        observed.get("spec"),
+    )
+
+
+def _as_it_exists(
+    main: dict[str, Any],
+    observed: Mapping[str, Any],
+    context: PlanningContext | None,
+    origins: ConfigurationOrigins,
+    *,
+    admitted: bool,
+    flavor_terms_told: bool,
+) -> tuple[dict[str, Any] | None, ChildCondition]:
+    """:func:`_reconcile_with_observed` of a main child observed of its kind."""
+    kind = main["kind"]
     if kind == "Job":
         return _job_as_it_exists(
             main,
