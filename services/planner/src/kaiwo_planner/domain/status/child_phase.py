@@ -195,20 +195,31 @@ def batch_job_phase(job: Mapping[str, Any], *, previous_phase: WorkloadStatus) -
     the Job controller starts another pod (decision 0119).
     """
     status = job.get("status") or {}
-    rules = (
-        (has_condition(status, "SuccessCriteriaMet"), WorkloadStatus.COMPLETE),
-        (has_condition(status, "Complete"), WorkloadStatus.COMPLETE),
-        (has_condition(status, "FailureTarget"), WorkloadStatus.FAILED),
-        (has_condition(status, "Failed"), WorkloadStatus.FAILED),
-        (has_condition(status, "Suspended"), WorkloadStatus.PENDING),
-        (_retries_exhausted(job.get("spec") or {}, status), WorkloadStatus.FAILED),
-        (int(status.get("ready") or 0) > 0, WorkloadStatus.RUNNING),
-        (previous_phase is WorkloadStatus.RUNNING, WorkloadStatus.RUNNING),
-        (int(status.get("active") or 0) > 0, WorkloadStatus.STARTING),
-        # A failed pod within the limit, its replacement not created yet: a retry starting.
-        (int(status.get("failed") or 0) > 0, WorkloadStatus.STARTING),
-    )
-    return next((phase for matches, phase in rules if matches), WorkloadStatus.PENDING)
+    # The conditions that hold, read once (asked every plan of a Job), then the rules in order.
+    holding = {c.get("type") for c in status.get("conditions") or () if c.get("status") == "True"}
+    ended = _ended_phase(holding, job.get("spec") or {}, status)
+    if ended is not None:
+        return ended
+    if int(status.get("ready") or 0) > 0 or previous_phase is WorkloadStatus.RUNNING:
+        return WorkloadStatus.RUNNING
+    if int(status.get("active") or 0) > 0 or int(status.get("failed") or 0) > 0:
+        # failed: a failed pod within the limit, its replacement not created yet (a retry)
+        return WorkloadStatus.STARTING
+    return WorkloadStatus.PENDING
+
+
+def _ended_phase(
+    holding: set[Any], spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> WorkloadStatus | None:
+    """The phase of a Job its conditions (those ``holding``) or its failed pods settle, or
+    that Kueue suspended; None while it may run."""
+    if "SuccessCriteriaMet" in holding or "Complete" in holding:
+        return WorkloadStatus.COMPLETE
+    if "FailureTarget" in holding or "Failed" in holding:
+        return WorkloadStatus.FAILED
+    if "Suspended" in holding:
+        return WorkloadStatus.PENDING
+    return WorkloadStatus.FAILED if _retries_exhausted(spec, status) else None
 
 
 def _retries_exhausted(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

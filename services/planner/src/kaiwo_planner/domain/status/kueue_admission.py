@@ -191,13 +191,23 @@ def partially_admitted_pods(workloads: Sequence[Mapping[str, Any]]) -> tuple[int
 
 def _only(items: Any) -> Mapping[str, Any] | None:
     """The one mapping of the list ``items``; None for anything else."""
-    if isinstance(items, Sequence) and not isinstance(items, str) and len(items) == 1:
-        return items[0] if isinstance(items[0], Mapping) else None
+    # The wire's lists and dicts are told apart first: an isinstance against an abstract
+    # class runs Python code (ABCMeta.__instancecheck__), and this is asked every plan.
+    if isinstance(items, list | tuple) and len(items) == 1:
+        return _mapping_or_none(items[0])
+    return None
+
+
+def _mapping_or_none(value: Any) -> Mapping[str, Any] | None:
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
     return None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return {}
 
 
 def assigned_flavors(workload: Mapping[str, Any], *, resource: str | None = None) -> set[str]:
