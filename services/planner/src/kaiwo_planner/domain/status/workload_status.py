@@ -83,7 +83,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
@@ -569,6 +569,9 @@ def _terminated(
 # ------------------------------------------------------------------ writing the status
 
 
+_WRITTEN_ANEW: Final = frozenset({"status", "conditions", "observedGeneration"})
+
+
 def _write(
     *,
     workload_kind: WorkloadKind,
@@ -587,9 +590,7 @@ def _write(
         now=now,
     )
     status: dict[str, Any] = {
-        key: value
-        for key, value in previous.items()
-        if key not in {"status", "conditions", "observedGeneration"}
+        key: value for key, value in previous.items() if key not in _WRITTEN_ANEW
     }
     status["status"] = phase.value
     status["conditions"] = conditions
