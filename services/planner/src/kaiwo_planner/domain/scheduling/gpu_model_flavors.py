@@ -176,8 +176,11 @@ def flavors_admitted_without_models(
     outside = []
     for name in sorted(names):
         found = context.cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
-        labels = ((found or {}).get("spec") or {}).get("nodeLabels") or {}
-        if found is not None and _flavor_labels(labels) not in holding:
+        if found is None:
+            continue
+        spec = found.get("spec")
+        labels = node_labels(spec if isinstance(spec, Mapping) else {})
+        if _flavor_labels(labels) not in holding:
             outside.append(name)
     return tuple(outside)
 
