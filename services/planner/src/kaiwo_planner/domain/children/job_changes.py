@@ -371,11 +371,10 @@ def job_update_in(
     comparison is kept for both values of ``admitted``. The manifest is shared: not
     modified.
     """
-    meta = observed.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    generation = meta.get("generation") if isinstance(meta, Mapping) else None
-    if not isinstance(uid, str) or not uid or not isinstance(generation, int):
+    version = spec_version_of(observed)
+    if version is None:
         return job_update(desired, observed, admitted=admitted)
+    uid, generation = version
     fields = _immutable_fields(observed)
 
     def spec_update() -> JobUpdate:
@@ -396,6 +395,19 @@ def job_update_in(
     if held_fields != fields:  # changed without a new generation: a label, or hand-made
         return job_update(desired, observed, admitted=admitted)
     return update
+
+
+def spec_version_of(observed: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The uid and ``metadata.generation`` of an observed child, which together name its spec
+    (the API server bumps the generation on every spec change of a kind with a status
+    subresource); None without them (a hand-made observation): nothing is kept for it."""
+    meta = observed.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    uid, generation = meta.get("uid"), meta.get("generation")
+    if not isinstance(uid, str) or not uid or not isinstance(generation, int):
+        return None
+    return uid, generation
 
 
 def _immutable_fields(observed: Mapping[str, Any]) -> tuple[object, ...]:

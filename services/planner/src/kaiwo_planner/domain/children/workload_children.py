@@ -46,6 +46,7 @@ from kaiwo_planner.domain.children.job_changes import (
     JobUpdate,
     existing_job_update,
     replacing_message,
+    spec_version_of,
     waits_in_its_queue,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
@@ -271,16 +272,14 @@ def _reconcile_with_observed(
             flavor_terms_told=flavor_terms_told,
         )
 
-    meta = observed.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    generation = meta.get("generation") if isinstance(meta, Mapping) else None
-    if context is None or not isinstance(uid, str) or not uid or not isinstance(generation, int):
+    version = spec_version_of(observed)
+    if context is None or version is None:
         return as_it_exists()
     # Kept per spec version of the observed child, as the job update is (job_update_in):
     # most plans of a workload come from a status that moved, and the child's spec did not.
     read = _read_besides_the_generation(observed)
     held, found = context.owner_value(
-        ("as-it-exists", uid, generation, admitted, flavor_terms_told),
+        ("as-it-exists", *version, admitted, flavor_terms_told),
         (main, origins),
         lambda: (read, as_it_exists()),
     )
@@ -431,14 +430,10 @@ def _kept_told(
             paths, desired=desired, observed=observed, origins=origins, kind=kind, shown=shown
         )
 
-    meta = observed.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    generation = meta.get("generation") if isinstance(meta, Mapping) else None
-    if context is None or not isinstance(uid, str) or not isinstance(generation, int):
+    version = spec_version_of(observed)
+    if context is None or version is None:
         return told()
-    return context.owner_value(
-        ("kept-told", uid, generation, shown, paths), (desired, origins), told
-    )
+    return context.owner_value(("kept-told", *version, shown, paths), (desired, origins), told)
 
 
 def _matches(kind: str) -> ChildCondition:
