@@ -93,9 +93,13 @@ def queue_flavor_specs(
         found = cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
         if found is None:
             return []
-        spec = found.get("spec")
-        flavors.append((name, spec if isinstance(spec, Mapping) else {}))
+        flavors.append((name, _spec_of(found)))
     return flavors
+
+
+def _spec_of(flavor: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = flavor.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def node_labels(flavor_spec: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -178,9 +182,7 @@ def flavors_admitted_without_models(
         found = context.cluster.find_object(group=KUEUE_GROUP, kind="ResourceFlavor", name=name)
         if found is None:
             continue
-        spec = found.get("spec")
-        labels = node_labels(spec if isinstance(spec, Mapping) else {})
-        if _flavor_labels(labels) not in holding:
+        if _flavor_labels(node_labels(_spec_of(found))) not in holding:
             outside.append(name)
     return tuple(outside)
 

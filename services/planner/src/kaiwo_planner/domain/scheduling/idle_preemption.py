@@ -18,8 +18,8 @@ stretch's start) and that evidence is fresh. Then, by its policy:
   (decision 0279), and only in a flavor the waiting workload's ``gpuModels`` let Kueue admit
   it into (:func:`serves`, decision 0280); a victim of another queue counts only for what
   its queue can lend (:func:`lendable_to`, decision 0284). For the rest of its demand the
-  **fewest** victims are chosen that together cover it, and among equally few the **longest idle**
-  first. When all unclaimed eligible victims together cannot cover it, nobody is preempted
+  **fewest** victims are chosen that together cover it, and among equally few the **longest
+  idle** first. When all unclaimed eligible victims together cannot cover it, nobody is preempted
   for it (stopping some would free GPUs it still could not use). A victim serves one
   beneficiary.
 
@@ -233,7 +233,7 @@ def decide_idle_preemptions(
         for weighed in victims:
             victim = candidates[weighed]
             unclaimed.remove(victim)
-            if lendable_to(victim.quota, waiting) is not None and victim.quota is not None:
+            if weighed is not victim and victim.quota is not None:  # weighed by its queue
                 queue = victim.quota.cluster_queue
                 lent[queue] = lent.get(queue, 0) + weighed.gpus
             preemptions.append(
@@ -249,8 +249,9 @@ def decide_idle_preemptions(
 def _weighed(
     candidates: Sequence[IdleWorkload], waiting: GpuDemand, lent: Mapping[str, int]
 ) -> dict[IdleWorkload, IdleWorkload]:
-    """Each candidate that gives ``waiting`` any GPUs, as many as it gives (key), with the
-    candidate itself (value), longest idle first. A workload of another queue gives no more
+    """Each candidate that gives ``waiting`` any GPUs, as many as it gives (key: a copy when
+    its queue's lending weighed it, else the candidate itself), with the candidate itself
+    (value), longest idle first. A workload of another queue gives no more
     than its queue can lend (:func:`lendable_to`) less what ``lent`` counts from that queue
     already and what the candidates before it give (decision 0284): stopping an 8-GPU job
     of a queue that uses 2 beyond what its lending limit keeps frees 2 for the cohort."""

@@ -7,8 +7,8 @@ as far as lending limits let it, to queues whose borrowing limits let them take 
 flavor (decision 0279), and not to a queue whose borrowing limit leaves too little room for
 the waiting workload (decision 0281); and what a queue frees within the quota its lending
 limit keeps for itself goes to nobody else (decision 0282), so it lends no more than it uses
-beyond that quota (decision 0284). So GPU idle preemption asks where
-both the victim and the waiting workload are counted (:class:`QuotaTrees`).
+beyond that quota (decision 0284). So GPU idle preemption asks where both the victim and the
+waiting workload are counted (:class:`QuotaTrees`).
 
 * **A KaiwoJob or KaiwoService**: its queue (``spec.clusterQueue`` or the KaiwoConfig's
   default; the operator's LocalQueue carries that name), the observed ClusterQueue of that

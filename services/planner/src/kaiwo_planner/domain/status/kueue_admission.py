@@ -205,9 +205,7 @@ def _mapping_or_none(value: Any) -> Mapping[str, Any] | None:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict or isinstance(value, Mapping):
-        return value
-    return {}
+    return _mapping_or_none(value) or {}
 
 
 def assigned_flavors(workload: Mapping[str, Any], *, resource: str | None = None) -> set[str]:
