@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import json
+import zlib
 from datetime import timedelta
 from typing import Any
 
@@ -441,6 +444,32 @@ async def test_a_large_snapshot_is_split_into_chunks_and_read_back() -> None:
     await store.save({"format": 1, "payload": []})
     assert [key async for key, _ in kv.items()] == [SNAPSHOT_KEY, f"{SNAPSHOT_KEY}.2.0"]
     assert await SnapshotStore(kv).load() == {"format": 1, "payload": []}
+
+
+async def test_a_snapshot_keeps_any_text_and_number_and_reads_what_the_old_encoder_wrote() -> None:
+    """The snapshot's JSON is written by pydantic-core (UTF-8, no escapes): text outside
+    ASCII and integers past 64 bits come back as they were, and a snapshot that ``json.dumps``
+    wrote (every non-ASCII character escaped) before the change is still read."""
+    kv = MemoryKeyValue()
+    document = {
+        "format": 1,
+        "payload": [{"annotation": 'Grüße, 日本語 \u2028 "quoted"', "big": 2**70, "ratio": 0.1}],
+    }
+    await SnapshotStore(kv).save(document)
+    assert await SnapshotStore(kv).load() == document
+
+    earlier = zlib.compress(json.dumps(document, separators=(",", ":")).encode(), 6)
+    assert b"\\u00fc" in zlib.decompress(earlier)
+    await kv.put(f"{SNAPSHOT_KEY}.9.0", earlier)
+    manifest = {
+        "format": 1,
+        "generation": 9,
+        "chunks": 1,
+        "sha256": hashlib.sha256(earlier).hexdigest(),
+        "bytes": len(earlier),
+    }
+    await kv.put(SNAPSHOT_KEY, json.dumps(manifest).encode())
+    assert await SnapshotStore(kv).load() == document
 
 
 async def test_a_planning_error_for_one_owner_does_not_stop_the_others(
