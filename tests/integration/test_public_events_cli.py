@@ -24,7 +24,7 @@ from kaiwo_contracts.events.permissions import (
     operator_identities,
 )
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_contracts.events.subjects import public_workload_subject
+from kaiwo_contracts.events.subjects import public_workload_subject, stored_subject
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentials
@@ -163,7 +163,9 @@ async def live_subjects(
         assert printed[-1], f"nats sub exited: {''.join(printed)}"
 
     def heard() -> list[str]:
-        return re.findall(r"Received on \"?(kaiwo\.public\.[^\s\"]+)", "".join(printed))
+        # Live, the stream republishes each stored event after kaiwo.live. (decision 0287).
+        live = re.findall(r"Received on \"?(kaiwo\.live\.public\.[^\s\"]+)", "".join(printed))
+        return [stored_subject(subject) for subject in live]
 
     try:
         async with asyncio.timeout(STEP_SECONDS):

@@ -34,6 +34,7 @@ from kaiwo_contracts.events.messenger import (
     REQUEST_STREAM,
     RESPONSE_STREAM,
     dead_subject,
+    live_response_subject,
     messenger_streams,
     request_subject,
     response_subject,
@@ -261,6 +262,9 @@ async def test_a_tenants_requests_are_answered_with_their_ids_and_acknowledged(
 ) -> None:
     client = await messaging.tenant("team-a")
     js = client.jetstream()
+    # The answers live too, where the stream republishes them (decision 0287).
+    live = await client.subscribe(live_response_subject("team-a"))
+    await client.flush()
     for number in range(6):
         await js.publish(
             request_subject("team-a"),
@@ -285,6 +289,12 @@ async def test_a_tenants_requests_are_answered_with_their_ids_and_acknowledged(
         assert message.headers is not None
         assert message.headers["Kaiwo-Request-Id"] == f"batch-1-{number}"
         assert message.headers["X-Batch"] == "batch-1"
+    heard = [await live.next_msg(timeout=30) for _ in range(6)]
+    assert sorted((m.headers or {})["Kaiwo-Request-Id"] for m in heard) == sorted(
+        f"batch-1-{n}" for n in range(6)
+    )
+    assert {(m.headers or {})["Nats-Subject"] for m in heard} == {response_subject("team-a")}
+    await live.unsubscribe()
     # Answered means acknowledged: the work queue empties.
     await messaging.requests_drained()
 
@@ -431,12 +441,17 @@ async def test_a_tenant_key_reaches_only_its_own_subjects(messaging: Messaging) 
     # Nor may it pretend to be the messenger.
     with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
         await a_js.publish(response_subject("team-a"), b'{"forged": true}')
-    # Reading team-b's answers live is refused.
+    # Reading team-b's answers live is refused; so is reading team-a's own where the stream
+    # stores them (a push consumer of another key could store copies there, decision 0287).
     await a2.subscribe(response_subject("team-b"))
+    await a2.subscribe(response_subject("team-a"))
     await a2.flush()
 
     async def refused() -> bool:
-        return any("permissions violation" in str(e).lower() for e in errors)
+        violations = [str(e).lower() for e in errors if "permissions violation" in str(e).lower()]
+        return all(
+            any(response_subject(team) in v for v in violations) for team in ("team-a", "team-b")
+        )
 
     await until(refused, within=10)
     # ... through a consumer of team-b's name or filtered to team-b's answers: refused.

@@ -114,8 +114,8 @@ def test_a_subscriber_of_one_namespace_gets_a_key_of_its_own(tmp_path: Path) -> 
     )
     assert_nats_server_accepts(out / "nats-server.conf")
     config = (out / "nats-server.conf").read_text()
-    assert '"kaiwo.public.workload.team-a.>"' in config
-    assert '"kaiwo.public.workload.team-b.>"' in config
+    assert '"kaiwo.live.public.workload.team-a.>"' in config
+    assert '"kaiwo.live.public.workload.team-b.>"' in config
 
     runner = CliRunner()
     refused = runner.invoke(

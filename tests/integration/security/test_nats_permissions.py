@@ -48,6 +48,7 @@ from kaiwo_contracts.events.streams import (
     bus_topology,
 )
 from kaiwo_contracts.events.subjects import (
+    live_subject,
     load_report_subject,
     monitor_subject,
     observed_subject,
@@ -287,9 +288,17 @@ async def test_the_cli_reads_no_observed_object_and_no_other_identity_s_inbox(
     try:
         refused = {
             subject: await cli.subscribe(subject)
-            for subject in ("kaiwo.obs.>", "kaiwo.plan.>", "kaiwo.dlq.>", "kaiwo.>")
+            for subject in (
+                "kaiwo.obs.>",
+                "kaiwo.plan.>",
+                "kaiwo.dlq.>",
+                "kaiwo.>",
+                "kaiwo.live.obs.>",
+                # Results live, not where KAIWO_RES stores them (decision 0287).
+                "kaiwo.res.>",
+            )
         }
-        results = await cli.subscribe("kaiwo.res.>")
+        results = await cli.subscribe("kaiwo.live.res.>")
         await cli.subscribe(f"{inbox_prefix(EXECUTOR)}.>")
         await cli.flush(timeout=ARRIVES_WITHIN)
         watcher = await secured.bus(WATCHER)
@@ -299,7 +308,8 @@ async def test_the_cli_reads_no_observed_object_and_no_other_identity_s_inbox(
         result = result_subject(outcome="applied", kind="KaiwoJob", namespace="team-a", uid=UID)
         await executor.publish_raw(result, body=b"{}", headers={"Nats-Msg-Id": "done"})
         message = await results.next_msg(timeout=ARRIVES_WITHIN)
-        assert message.subject == result
+        assert message.subject == live_subject(result)
+        assert (message.headers or {})["Nats-Subject"] == result
         for subscription in refused.values():
             with pytest.raises(nats.errors.TimeoutError):
                 await subscription.next_msg(timeout=0.2)
@@ -308,8 +318,97 @@ async def test_the_cli_reads_no_observed_object_and_no_other_identity_s_inbox(
     violations = [
         e.lower() for e in errors if "permissions violation for subscription" in e.lower()
     ]
-    for subject in ("kaiwo.obs.>", "kaiwo.plan.>", "kaiwo.dlq.>", f"{inbox_prefix(EXECUTOR)}.>"):
+    for subject in (
+        "kaiwo.obs.>",
+        "kaiwo.plan.>",
+        "kaiwo.dlq.>",
+        "kaiwo.res.>",
+        "kaiwo.live.obs.>",
+        f"{inbox_prefix(EXECUTOR)}.>",
+    ):
         assert any(f'"{subject.lower()}"' in v or subject.lower() in v for v in violations), errors
+
+
+async def test_no_key_handed_out_can_have_a_consumer_copy_one_stream_into_another(
+    secured: SecuredBus,
+) -> None:
+    """Decision 0287 (decision 0259's hole 1). A push consumer delivers to the subject its
+    creator names, whatever stream captures it, once someone subscribes to exactly that
+    subject. A reader may create consumers, and subscribed to ``kaiwo.>``: its consumer on
+    KAIWO_OBS aimed at a plan subject filled KAIWO_PLAN. Now every key handed out subscribes
+    to live subjects only, which no stream stores: aimed at a plan subject, the copies find
+    no subscriber; aimed at a live one, they reach the reader and no stream."""
+    watcher = await secured.bus(WATCHER)
+    observed = observed_subject(kind="Pod", namespace="team-a", uid=UID)
+    await watcher.publish_raw(observed, body=b"{}", headers={"Nats-Msg-Id": "seen"})
+    admin = await secured.bus(ADMIN)
+    plans = await stored(admin, PLAN_STREAM)
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error).lower())
+
+    reader = await connect_client(secured.connection(READER), error_cb=collect)
+    try:
+        await reader.subscribe("kaiwo.plan.copy")
+        copies = await reader.subscribe("kaiwo.live.plan.copy")
+        await reader.flush(timeout=ARRIVES_WITHIN)
+        await push_consumer(reader, OBSERVED_STREAM, READER, deliver="kaiwo.plan.copy")
+        # Delivered at once where someone listens: the window is for a loaded machine.
+        await asyncio.sleep(1.0)
+        assert await stored(admin, PLAN_STREAM) == plans
+        await reader.request(
+            f"$JS.API.CONSUMER.DELETE.{OBSERVED_STREAM}.{READER}", b"", timeout=ARRIVES_WITHIN
+        )
+        await push_consumer(reader, OBSERVED_STREAM, READER, deliver="kaiwo.live.plan.copy")
+        copy = await copies.next_msg(timeout=ARRIVES_WITHIN)
+        assert copy.subject == observed  # push delivery names the stored subject
+    finally:
+        await reader.close()
+    assert await stored(admin, PLAN_STREAM) == plans
+    assert any(
+        "permissions violation for subscription" in e and '"kaiwo.plan.copy"' in e for e in errors
+    ), errors
+    # Nor may any other key handed out subscribe where a stream stores.
+    for identity, stored_subject in (
+        (CLI, "kaiwo.res.copy"),
+        (SUBSCRIBER, "kaiwo.public.workload.team-a.copy"),
+        (READER, "kaiwo.public.workload.team-a.copy"),
+    ):
+        assert await refused_subscription(secured, identity, stored_subject), identity
+
+
+async def push_consumer(client: nats.NATS, stream: str, name: str, *, deliver: str) -> None:
+    """Create (the JetStream API, as any client may send it) the push consumer ``name`` on
+    ``stream`` delivering every message to ``deliver``."""
+    config = {
+        "durable_name": name,
+        "deliver_subject": deliver,
+        "deliver_policy": "all",
+        "ack_policy": "none",
+    }
+    answer = await client.request(
+        f"$JS.API.CONSUMER.CREATE.{stream}.{name}",
+        json.dumps({"stream_name": stream, "config": config}).encode(),
+        timeout=ARRIVES_WITHIN,
+    )
+    assert "error" not in json.loads(answer.data), answer.data
+
+
+async def refused_subscription(secured: SecuredBus, identity: str, subject: str) -> bool:
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error).lower())
+
+    client = await connect_client(secured.connection(identity), error_cb=collect)
+    try:
+        await client.subscribe(subject)
+        await client.flush(timeout=ARRIVES_WITHIN)
+        await asyncio.sleep(0.2)
+    finally:
+        await client.close()
+    return any("permissions violation for subscription" in e and subject in e for e in errors)
 
 
 async def test_the_watcher_hears_the_executors_refusals_and_nothing_else(
@@ -614,7 +713,7 @@ async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
                 [missed] = await durable.fetch(5, timeout=ARRIVES_WITHIN)
                 assert (missed.subject, missed.data) == (ours, b'{"n": "a1"}')
                 await missed.ack()
-                live = await tool.subscribe("kaiwo.public.workload.team-a.>")
+                live = await tool.subscribe("kaiwo.live.public.workload.team-a.>")
                 await tool.flush(timeout=ARRIVES_WITHIN)
                 await planner.publish_raw(
                     theirs, body=b'{"n": "b3"}', headers={"Nats-Msg-Id": "b3"}
@@ -627,7 +726,7 @@ async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
                 # team-b, every way: live, a consumer filtered wider or to team-b (under its
                 # own name or another), an ordered consumer, a stored read by sequence, the
                 # stream's info (it lists subjects), another tool's consumer.
-                wide = await tool.subscribe("kaiwo.public.>")
+                wide = await tool.subscribe("kaiwo.live.public.>")
                 await tool.flush(timeout=ARRIVES_WITHIN)
                 refused = await asyncio.gather(
                     wide.next_msg(timeout=REFUSED_WITHIN),
@@ -677,7 +776,7 @@ async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
             for bus in secured.opened:
                 await bus.close()
     assert any(
-        "permissions violation for subscription" in e and "kaiwo.public.>" in e for e in errors
+        "permissions violation for subscription" in e and "kaiwo.live.public.>" in e for e in errors
     )
     assert any("permissions violation for publish" in e and ours.lower() in e for e in errors)
 

@@ -208,7 +208,8 @@ def test_the_summary_names_each_tenant_key_and_says_nothing_without_a_gateway(
     stack.services["gateway"] = object()  # type: ignore[assignment]
     assert up.messenger_line(stack) == (
         "Messenger: requests on kaiwo-messenger.<namespace>.requests, answers on "
-        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py); "
+        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py; live on "
+        "kaiwo-messenger.<namespace>.live); "
         f"tenant keys team-a: {key}"
     )
 

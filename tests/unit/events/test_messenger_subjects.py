@@ -67,8 +67,9 @@ def test_a_tenant_key_may_send_its_requests_and_read_its_answers_only() -> None:
         "$JS.API.CONSUMER.MSG.NEXT.KAIWO_MSG_RES.tenant-team-a",
         "$JS.ACK.KAIWO_MSG_RES.tenant-team-a.>",
     )
+    # Live where the stream republishes, not where it stores (decision 0287).
     assert tenant.permissions.subscribe == (
-        "kaiwo-messenger.team-a.responses",
+        "kaiwo-messenger.team-a.live",
         "_INBOX.tenant-team-a.>",
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kaiwo_contracts.events.messenger import messenger_streams
 from kaiwo_contracts.events.permissions import (
     EVENT_STREAMS,
     LEASE_BUCKET,
@@ -18,6 +19,7 @@ from kaiwo_contracts.events.permissions import (
     reader_identity,
     service_identity,
     subscriber_identity,
+    tenant_identity,
 )
 from kaiwo_contracts.events.streams import bus_topology
 
@@ -184,11 +186,12 @@ def test_the_cli_publishes_nothing_and_reads_only_events_without_objects() -> No
 
     assert cli.permissions.publish == ()
     # Not observations, plans or dead letters: whole objects of every namespace.
+    # Live only, where the streams republish (decision 0287): no subject a stream stores.
     assert cli.permissions.subscribe == (
-        "kaiwo.public.>",
-        "kaiwo.res.>",
-        "kaiwo.mon.>",
-        "kaiwo.gateway.>",
+        "kaiwo.live.public.>",
+        "kaiwo.live.res.>",
+        "kaiwo.live.mon.>",
+        "kaiwo.live.gateway.>",
         "_INBOX.cli.>",
     )
 
@@ -229,7 +232,7 @@ def test_a_reader_gets_durable_consumers_named_after_itself_and_publishes_no_eve
         "$JS.API.DIRECT.GET.KAIWO_RES",
         "$JS.API.DIRECT.GET.KAIWO_RES.>",
     )
-    assert reader.permissions.subscribe == ("kaiwo.>", "_INBOX.audit.>")
+    assert reader.permissions.subscribe == ("kaiwo.live.>", "_INBOX.audit.>")
 
 
 def test_the_subscriber_reads_the_public_stream_only_and_publishes_no_event() -> None:
@@ -250,7 +253,7 @@ def test_the_subscriber_reads_the_public_stream_only_and_publishes_no_event() ->
         "$JS.API.DIRECT.GET.KAIWO_PUBLIC",
         "$JS.API.DIRECT.GET.KAIWO_PUBLIC.>",
     )
-    assert subscriber.permissions.subscribe == ("kaiwo.public.>", "_INBOX.subscriber.>")
+    assert subscriber.permissions.subscribe == ("kaiwo.live.public.>", "_INBOX.subscriber.>")
     assert subscriber.streams == ("KAIWO_PUBLIC",)
 
 
@@ -269,7 +272,7 @@ def test_a_namespaces_subscriber_reads_that_namespace_through_its_own_consumer_o
         "$JS.ACK.KAIWO_PUBLIC.subscriber-team-a.>",
     )
     assert team_a.permissions.subscribe == (
-        "kaiwo.public.workload.team-a.>",
+        "kaiwo.live.public.workload.team-a.>",
         "_INBOX.subscriber-team-a.>",
     )
     assert team_a.streams == ("KAIWO_PUBLIC",)
@@ -437,3 +440,46 @@ def test_the_gateway_reports_load_decides_scale_and_holds_only_the_autoscaler_le
     )
     assert gateway.streams == ("KAIWO_OBS", "KAIWO_GATEWAY")
     assert gateway.consumers == ()
+
+
+def _may_meet(pattern: str, subject: str) -> bool:
+    """Whether some subject matches both NATS patterns (``*`` one token, ``>`` the rest)."""
+    left, right = pattern.split("."), subject.split(".")
+    for mine, theirs in zip(left, right, strict=False):
+        if ">" in (mine, theirs):
+            return True
+        if mine != theirs and "*" not in (mine, theirs):
+            return False
+    return len(left) == len(right)
+
+
+def test_no_key_handed_out_may_subscribe_where_a_stream_stores() -> None:
+    """Decision 0287: a push consumer delivers to any subject someone subscribes to exactly,
+    so a key that could subscribe where a stream stores would let a consumer of its own (or
+    another key's) store copies of one stream's messages in another. The keys handed out
+    follow the streams' republished (live) subjects, which no stream stores."""
+    streams = (*bus_topology(partitions=4).streams, *messenger_streams())
+    stored = [subject for stream in streams for subject in stream.subjects]
+    live = [stream.republish.destination for stream in streams if stream.republish]
+    handed_out = (
+        cli_identity(),
+        subscriber_identity(others_consumers=("subscriber-team-a",)),
+        namespace_subscriber_identity("team-a"),
+        reader_identity("audit"),
+        tenant_identity("team-a"),
+    )
+    assert not [
+        (destination, subject)
+        for destination in live
+        for subject in stored
+        if _may_meet(destination.replace("{{wildcard(1)}}", "*"), subject)
+    ]
+    for identity in handed_out:
+        events = [p for p in identity.permissions.subscribe if not p.startswith("_INBOX.")]
+        assert events, identity.name
+        for pattern in events:
+            assert not [s for s in stored if _may_meet(pattern, s)], (identity.name, pattern)
+            assert any(
+                _may_meet(pattern, destination.replace("{{wildcard(1)}}", "*"))
+                for destination in live
+            ), (identity.name, pattern)

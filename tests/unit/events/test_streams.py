@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from kaiwo_contracts.events.streams import (
     ConsumerSpec,
+    Republish,
     bus_topology,
     uid_partition,
 )
+from kaiwo_contracts.events.subjects import SubjectError, live_subject, stored_subject
 
 
 def test_the_default_topology_has_one_stream_per_family_with_explicit_limits() -> None:
@@ -31,6 +33,33 @@ def test_the_default_topology_has_one_stream_per_family_with_explicit_limits() -
     assert topology.stream("KAIWO_OBS").max_age_seconds == 7 * 24 * 3600
     assert topology.stream("KAIWO_DLQ").max_age_seconds == 30 * 24 * 3600
     assert topology.stream("KAIWO_PUBLIC").max_age_seconds == 30 * 24 * 3600
+
+
+def test_every_stream_republishes_what_it_stores_where_no_stream_stores() -> None:
+    """Decision 0287: the live subjects (``kaiwo.live.>``) are where the keys handed out
+    subscribe; none of them is a subject any stream captures."""
+    topology = bus_topology(partitions=4)
+
+    assert [(s.name, s.republish) for s in topology.streams] == [
+        ("KAIWO_OBS", Republish("kaiwo.obs.>", "kaiwo.live.obs.>")),
+        ("KAIWO_PLAN", Republish("kaiwo.plan.>", "kaiwo.live.plan.>")),
+        ("KAIWO_RES", Republish("kaiwo.res.>", "kaiwo.live.res.>")),
+        ("KAIWO_MON", Republish("kaiwo.mon.>", "kaiwo.live.mon.>")),
+        ("KAIWO_GATEWAY", Republish("kaiwo.gateway.>", "kaiwo.live.gateway.>")),
+        ("KAIWO_DLQ", Republish("kaiwo.dlq.>", "kaiwo.live.dlq.>")),
+        ("KAIWO_PUBLIC", Republish("kaiwo.public.>", "kaiwo.live.public.>")),
+    ]
+    captured = {subject.split(".")[1] for s in topology.streams for subject in s.subjects}
+    assert "live" not in captured
+
+
+def test_a_live_subject_is_the_stored_one_after_kaiwo_live() -> None:
+    assert live_subject("kaiwo.public.workload.team-a.>") == "kaiwo.live.public.workload.team-a.>"
+    assert stored_subject("kaiwo.live.obs.kaiwojob.team-a.u1.3") == "kaiwo.obs.kaiwojob.team-a.u1.3"
+    assert stored_subject("kaiwo.obs.kaiwojob.team-a.u1") == "kaiwo.obs.kaiwojob.team-a.u1"
+    for not_stored in ("kaiwo.live.obs.>", "other.obs.>", "kaiwo"):
+        with pytest.raises(SubjectError):
+            live_subject(not_stored)
 
 
 def test_consumers_are_named_service_purpose_and_bounded() -> None:

@@ -105,8 +105,8 @@ def test_the_server_configuration_has_users_with_permissions_and_no_anonymous_ac
         "    # cli: kaiwo events tail: follows the events that carry no object, publishes nothing",
         f'    {{nkey: "{issued.public_key}", permissions: {{',
         '      publish: {deny: [">"]}',
-        '      subscribe: {allow: ["kaiwo.public.>", "kaiwo.res.>", "kaiwo.mon.>", '
-        '"kaiwo.gateway.>", "_INBOX.cli.>"]}',
+        '      subscribe: {allow: ["kaiwo.live.public.>", "kaiwo.live.res.>", '
+        '"kaiwo.live.mon.>", "kaiwo.live.gateway.>", "_INBOX.cli.>"]}',
         "    }}",
     ]
     assert "no_auth_user" not in config

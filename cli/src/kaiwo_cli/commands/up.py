@@ -359,7 +359,8 @@ def messenger_line(stack: LocalStack) -> str:
     )
     return (
         "Messenger: requests on kaiwo-messenger.<namespace>.requests, answers on "
-        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py); "
+        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py; live on "
+        "kaiwo-messenger.<namespace>.live); "
         + (f"tenant keys {keys}" if keys else "no tenant keys (--tenant <namespace> issues one)")
     )
 

@@ -446,6 +446,11 @@ def _stream_config(spec: StreamSpec) -> js_api.StreamConfig:
         duplicate_window=spec.duplicate_window_seconds,
         num_replicas=spec.replicas,
         subject_transform=transform,
+        republish=(
+            js_api.RePublish(src=spec.republish.source, dest=spec.republish.destination)
+            if spec.republish
+            else None
+        ),
     )
 
 

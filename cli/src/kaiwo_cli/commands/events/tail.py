@@ -13,7 +13,8 @@ from typing import Annotated, Any, Final
 import typer
 from kaiwo_contracts.events.decoding import decode_event
 from kaiwo_contracts.events.envelope import EnvelopeFormatError
-from kaiwo_contracts.events.permissions import CLI, CLI_SUBJECTS, inbox_prefix
+from kaiwo_contracts.events.permissions import CLI, CLI_SUBJECTS, LIVE_EVENTS, inbox_prefix
+from kaiwo_contracts.events.subjects import stored_subject
 from kaiwo_eventstore import StoredEvent
 from kaiwo_runtime.nats_connection import (
     CONNECT_ERRORS,
@@ -125,8 +126,9 @@ def tail(
     )
 
 
-TAIL_ALL: Final = ("kaiwo.>",)
-"""``tail --internal``: every event, the internal families included."""
+TAIL_ALL: Final = (LIVE_EVENTS,)
+"""``tail --internal``: every event, the internal families included (live: as the streams
+republish what they store, decision 0287)."""
 
 
 async def _tail(
@@ -288,11 +290,12 @@ def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> N
 
 
 def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[str]) -> int:
+    subject = _stored_subject(message)
     try:  # the decoder every consumer uses: poison here is poison for the services too
-        decoded = decode_event(message.headers, message.data, subject=message.subject)
+        decoded = decode_event(message.headers, message.data, subject=subject)
     except EnvelopeFormatError as error:
         if wanted == TailFilter():
-            console.print(escape(f"(unreadable message on {message.subject}: {error})"))
+            console.print(escape(f"(unreadable message on {subject}: {error})"))
             return 1
         return 0
     envelope = decoded.envelope
@@ -300,7 +303,7 @@ def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[st
         return 0
     seen.add(envelope.id)
     data = decoded.body
-    kind = kind_of(message.subject, data)
+    kind = kind_of(subject, data)
     if not wanted.matches(event_type=envelope.type, subject=envelope.subject, kind=kind):
         return 0
     change, phase = change_and_phase(envelope.type, data)
@@ -309,7 +312,7 @@ def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[st
             tail_line(
                 time=envelope.time,
                 event_type=envelope.type,
-                kind=display_kind(message.subject, data),
+                kind=display_kind(subject, data),
                 subject=envelope.subject,
                 change=change,
                 phase=phase,
@@ -320,3 +323,13 @@ def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[st
         )
     )
     return 1
+
+
+STORED_SUBJECT_HEADER: Final = "Nats-Subject"
+
+
+def _stored_subject(message: Any) -> str:
+    """The subject the event was stored under: a stream republishes it live with that
+    subject in its ``Nats-Subject`` header (the partition token included)."""
+    headers = message.headers or {}
+    return str(headers.get(STORED_SUBJECT_HEADER) or stored_subject(message.subject))

@@ -32,7 +32,7 @@ from kaiwo_contracts.events.streams import (
     PUBLIC_MAX_AGE_SECONDS,
     PUBLIC_STREAM,
 )
-from kaiwo_contracts.events.subjects import PUBLIC_WORKLOAD, Family
+from kaiwo_contracts.events.subjects import PUBLIC_WORKLOAD, Family, family_filter, live_subject
 
 ASYNCAPI_VERSION: Final = "3.0.0"
 SCHEMAS_REF: Final = "#/components/schemas/{model}"
@@ -82,7 +82,11 @@ def asyncapi_document() -> dict[str, Any]:
                 "title": "Follow the life of workloads",
                 "description": (
                     f"Consume the stream {PUBLIC_STREAM} (an ordered consumer, or a durable "
-                    "consumer of any name) or subscribe to the subjects live."
+                    "consumer of any name), or follow it live: the stream republishes each "
+                    f"event it stored on {live_subject(family_filter(Family.PUBLIC))} (the "
+                    "channel's address after kaiwo.live.; the stored subject in the Nats-Subject "
+                    "header). The channel's own subjects are the stream's: no key handed out "
+                    "may subscribe to them."
                 ),
                 "channel": {"$ref": f"#/channels/{CHANNEL}"},
                 "messages": [
@@ -135,6 +139,7 @@ def _channel(address: str) -> dict[str, Any]:
             "maxAgeSeconds": PUBLIC_MAX_AGE_SECONDS,
             "maxBytes": DEFAULT_STREAM_MAX_BYTES[PUBLIC_STREAM],
             "duplicateWindowSeconds": PUBLIC_DUPLICATE_WINDOW_SECONDS,
+            "republishedTo": live_subject(family_filter(Family.PUBLIC)),
         },
     }
 

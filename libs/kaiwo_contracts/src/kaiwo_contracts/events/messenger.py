@@ -7,6 +7,8 @@ messenger does)::
     kaiwo-messenger.<namespace>.requests    a tenant's requests (stream KAIWO_MSG_REQ)
     kaiwo-messenger.<namespace>.responses   the answers to them (stream KAIWO_MSG_RES)
     kaiwo-messenger.<namespace>.dead        requests given up on, with the reason (ditto)
+    kaiwo-messenger.<namespace>.live        the answers again, as KAIWO_MSG_RES stored them
+                                            (republished there: no stream stores it)
 
 The root is not ``kaiwo.``: everything under ``kaiwo.>`` is read by ``kaiwo events tail``,
 the recorder and external readers, and prompts and answers are the tenants' own.
@@ -17,9 +19,12 @@ stored in ``KAIWO_MSG_RES``. ``KAIWO_MSG_RES`` keeps answers like the other stre
 and bytes), so a batch client can read them after the fact, through a durable consumer of its
 own named after its key (:func:`tenant_identity`).
 
-A tenant key may publish to its own requests subject, read its own responses subject (live,
-or through its consumer) and nothing else: no other tenant's subjects, no stream read by
-sequence (that would reach every tenant's messages), no event of the operator.
+A tenant key may publish to its own requests subject, read its own answers (live on
+``.live``, or through its consumer of ``.responses``) and nothing else: no other tenant's
+subjects, no stream read by sequence (that would reach every tenant's messages), no event of
+the operator. It subscribes to no subject a stream stores: a push consumer delivers to any
+subject someone subscribes to exactly, so a key that could would let another key's consumer
+store copies of its messages as this tenant's answers (decision 0287).
 """
 
 from __future__ import annotations
@@ -27,12 +32,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kaiwo_contracts.events.streams import DAY, MIB, BusTopology, ConsumerSpec, StreamSpec
+from kaiwo_contracts.events.streams import (
+    DAY,
+    MIB,
+    BusTopology,
+    ConsumerSpec,
+    Republish,
+    StreamSpec,
+)
 
 SUBJECT_ROOT = "kaiwo-messenger"
 REQUESTS = "requests"
 RESPONSES = "responses"
 DEAD = "dead"
+LIVE_RESPONSES = "live"
+"""``kaiwo-messenger.<namespace>.live``: where ``KAIWO_MSG_RES`` republishes each answer."""
 REQUEST_STREAM = "KAIWO_MSG_REQ"
 RESPONSE_STREAM = "KAIWO_MSG_RES"
 MESSENGER_CONSUMER = "gateway-messenger"
@@ -84,6 +98,10 @@ def response_subject(namespace: str) -> str:
     return f"{SUBJECT_ROOT}.{_checked_namespace(namespace)}.{RESPONSES}"
 
 
+def live_response_subject(namespace: str) -> str:
+    return f"{SUBJECT_ROOT}.{_checked_namespace(namespace)}.{LIVE_RESPONSES}"
+
+
 def dead_subject(namespace: str) -> str:
     return f"{SUBJECT_ROOT}.{_checked_namespace(namespace)}.{DEAD}"
 
@@ -126,6 +144,10 @@ class TenantSubjects:
     def responses(self) -> str:
         return response_subject(self.namespace)
 
+    @property
+    def live_responses(self) -> str:
+        return live_response_subject(self.namespace)
+
 
 def messenger_streams(
     *,
@@ -153,6 +175,10 @@ def messenger_streams(
             duplicate_window_seconds=MESSENGER_DUPLICATE_WINDOW_SECONDS,
             replicas=replicas,
             max_bytes=response_max_bytes,
+            republish=Republish(
+                source=f"{SUBJECT_ROOT}.*.{RESPONSES}",
+                destination=f"{SUBJECT_ROOT}.{{{{wildcard(1)}}}}.{LIVE_RESPONSES}",
+            ),
         ),
     )
 
@@ -193,6 +219,7 @@ __all__ = [
     "TenantSubjects",
     "checked_namespace",
     "dead_subject",
+    "live_response_subject",
     "messenger_consumer",
     "messenger_streams",
     "messenger_topology",

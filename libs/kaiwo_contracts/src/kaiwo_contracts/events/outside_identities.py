@@ -38,30 +38,45 @@ from kaiwo_contracts.events.permission_blocks import (
     unique,
 )
 from kaiwo_contracts.events.streams import PUBLIC_STREAM
-from kaiwo_contracts.events.subjects import Family, family_filter, public_namespace_filter
+from kaiwo_contracts.events.subjects import (
+    LIVE,
+    Family,
+    family_filter,
+    live_subject,
+    public_namespace_filter,
+)
 
 NAMESPACE_SUBSCRIBER_PREFIX = f"{SUBSCRIBER}-"
 """``subscriber-<namespace>``: the key (and durable consumer) of a tool limited to one
 namespace's public workload events (decision 0164)."""
 
-CLI_SUBJECTS: tuple[str, ...] = (
-    family_filter(Family.PUBLIC),
-    family_filter(Family.RESULT),
-    family_filter(Family.MONITOR),
-    family_filter(Family.GATEWAY),
+CLI_SUBJECTS: tuple[str, ...] = tuple(
+    live_subject(family_filter(family))
+    for family in (Family.PUBLIC, Family.RESULT, Family.MONITOR, Family.GATEWAY)
 )
 """What ``kaiwo events tail`` follows with the ``cli`` key: the families that carry no
 object. Observations and plans carry whole objects of every namespace (pod templates with
 literal ``env`` values), dead letters the bodies of either; the CLI does not need them to
-follow workloads, and the key is the one handed to people (decision 0039)."""
+follow workloads, and the key is the one handed to people (decision 0039).
+
+Every key handed out subscribes to live subjects only (``kaiwo.live.>``, where the streams
+republish what they store, decision 0287), never to a subject a stream stores: a push
+consumer delivers only to a subject someone subscribed to literally, so no key, alone or
+with another, can have a consumer copy one stream's messages into another."""
+
+
+LIVE_EVENTS = f"kaiwo.{LIVE}.{EVERYTHING}"
+"""Every live event (``kaiwo.live.>``): what a reader, and ``kaiwo events tail --internal``
+with its key, subscribes to."""
 
 
 def tenant_identity(namespace: str) -> Identity:
     """One tenant of the messenger: sends requests for the Models of ``namespace`` and reads
-    their answers, live or through one durable consumer named after the key (created, read
-    and deleted by itself, filtered to its own answers: the server checks the filter in the
-    API subject against the consumer's). It reads no stream by sequence (that would reach
-    other tenants' answers), no event, and no subject of another tenant."""
+    their answers, live (``.live``, where the stream republishes them) or through one durable
+    consumer named after the key (created, read and deleted by itself, filtered to its own
+    answers: the server checks the filter in the API subject against the consumer's). It
+    reads no stream by sequence (that would reach other tenants' answers), no event, and no
+    subject of another tenant."""
     tenant = TenantSubjects(namespace)
     own = tenant.key
     stream = RESPONSE_STREAM
@@ -77,7 +92,7 @@ def tenant_identity(namespace: str) -> Identity:
                 api("CONSUMER", "MSG", "NEXT", stream, own),
                 f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
             ),
-            subscribe=(tenant.responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
+            subscribe=(tenant.live_responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
         ),
         streams=(REQUEST_STREAM, RESPONSE_STREAM),
         consumers=(own,),
@@ -155,7 +170,7 @@ def subscriber_identity(*, others_consumers: Iterable[str] = ()) -> Identity:
                 *stored_reads(stream),
             ),
             subscribe=(
-                family_filter(Family.PUBLIC),
+                live_subject(family_filter(Family.PUBLIC)),
                 f"{inbox_prefix(SUBSCRIBER)}.{EVERYTHING}",
             ),
             publish_denied=unique(*(public_consumer_rights(name) for name in owned)),
@@ -221,7 +236,7 @@ def namespace_subscriber_identity(namespace: str) -> Identity:
                 api("CONSUMER", "MSG", "NEXT", stream, own),
                 f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
             ),
-            subscribe=(events, f"{inbox_prefix(own)}.{EVERYTHING}"),
+            subscribe=(live_subject(events), f"{inbox_prefix(own)}.{EVERYTHING}"),
         ),
         streams=(stream,),
         consumers=(own,),
@@ -229,8 +244,9 @@ def namespace_subscriber_identity(namespace: str) -> Identity:
 
 
 def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Identity:
-    """An external subscriber: live events, and durable pull consumers *named* ``name`` on
-    ``streams`` (created, read and deleted by itself). It publishes no event.
+    """An external subscriber: every event live (as the streams republish it,
+    :data:`LIVE_EVENTS`), and durable pull consumers *named* ``name`` on ``streams`` (created,
+    read and deleted by itself). It publishes no event.
 
     Consumers are granted by name because a subject wildcard matches whole tokens only: a
     right to create consumers of any name would let it reconfigure or drain the operator's.
@@ -259,7 +275,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
         description="external subscriber: reads events, publishes none",
         permissions=Permissions(
             publish=publish,
-            subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(own)}.{EVERYTHING}"),
+            subscribe=(LIVE_EVENTS, f"{inbox_prefix(own)}.{EVERYTHING}"),
         ),
         streams=chosen,
         consumers=(own,),

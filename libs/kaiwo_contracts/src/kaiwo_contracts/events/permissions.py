@@ -103,6 +103,7 @@ from kaiwo_contracts.events.messenger import (
 )
 from kaiwo_contracts.events.outside_identities import (
     CLI_SUBJECTS,
+    LIVE_EVENTS,
     cli_identity,
     issued_together,
     namespace_subscriber_identity,
@@ -334,6 +335,7 @@ __all__ = [
     "EXECUTOR",
     "GATEWAY",
     "LEASE_BUCKET",
+    "LIVE_EVENTS",
     "MONITOR",
     "PLANNER",
     "RECORDER",

@@ -84,7 +84,7 @@ from kaiwo_contracts.events.stream_names import (
     PUBLIC_STREAM,
     RESULT_STREAM,
 )
-from kaiwo_contracts.events.subjects import CLUSTER_SCOPE, Family, family_filter
+from kaiwo_contracts.events.subjects import CLUSTER_SCOPE, Family, family_filter, live_subject
 
 DAY = 24 * 3600.0
 
@@ -111,6 +111,22 @@ longer than the planner's snapshot interval, so events re-derived after a restar
 
 
 @dataclass(frozen=True, slots=True)
+class Republish:
+    """JetStream's RePublish: each stored message whose subject matches ``source`` is
+    published again on ``destination``, with the stream, its stored subject and its
+    sequence in ``Nats-*`` headers."""
+
+    source: str
+    destination: str
+
+
+def live_republish(stored: str) -> Republish:
+    """A stream's republishing of what it stores under ``stored`` to its live subjects
+    (decision 0287)."""
+    return Republish(source=stored, destination=live_subject(stored))
+
+
+@dataclass(frozen=True, slots=True)
 class StreamSpec:
     name: str
     subjects: tuple[str, ...]
@@ -122,6 +138,8 @@ class StreamSpec:
     replicas: int = 1
     max_bytes: int = -1
     subject_transform: SubjectTransform | None = None
+    republish: Republish | None = None
+    """Where the stream publishes again each message it stored (its live subjects)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.duplicate_window_seconds <= self.max_age_seconds:
@@ -168,6 +186,7 @@ def stream_specs(
             replicas=replicas,
             max_bytes=limits[name],
             subject_transform=partition_transform(family, partitions),
+            republish=live_republish(family_filter(family)),
         )
 
     return (
@@ -185,6 +204,7 @@ def stream_specs(
             duplicate_window_seconds=duplicate_window_seconds,
             replicas=replicas,
             max_bytes=limits[GATEWAY_STREAM],
+            republish=live_republish(family_filter(Family.GATEWAY)),
         ),
         StreamSpec(
             name=DEAD_LETTER_STREAM,
@@ -194,6 +214,7 @@ def stream_specs(
             duplicate_window_seconds=duplicate_window_seconds,
             replicas=replicas,
             max_bytes=limits[DEAD_LETTER_STREAM],
+            republish=live_republish(family_filter(Family.DEAD_LETTER)),
         ),
         StreamSpec(
             name=PUBLIC_STREAM,
@@ -203,6 +224,7 @@ def stream_specs(
             duplicate_window_seconds=max(PUBLIC_DUPLICATE_WINDOW_SECONDS, duplicate_window_seconds),
             replicas=replicas,
             max_bytes=limits[PUBLIC_STREAM],
+            republish=live_republish(family_filter(Family.PUBLIC)),
         ),
     )
 
@@ -260,10 +282,12 @@ __all__ = [
     "RESULT_STREAM",
     "BusTopology",
     "ConsumerSpec",
+    "Republish",
     "StreamSpec",
     "SubjectTransform",
     "bus_topology",
     "consumer_specs",
+    "live_republish",
     "partition_transform",
     "stream_max_bytes",
     "stream_specs",

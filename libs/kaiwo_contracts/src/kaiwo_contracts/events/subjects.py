@@ -310,3 +310,26 @@ def subscription_filter(
 def family_filter(family: Family) -> str:
     """Every subject of a family: ``kaiwo.<family>.>``."""
     return _join(family, ANY_TAIL)
+
+
+LIVE = "live"
+"""``kaiwo.live.<family>...``: where each stream republishes what it stored (decision 0287)."""
+
+
+def live_subject(subject: str) -> str:
+    """The live form of a stored subject or filter: ``kaiwo.obs.>`` → ``kaiwo.live.obs.>``.
+
+    Each stream of ``kaiwo.>`` republishes every message it stores there, and no stream
+    captures it. So a key handed out to read events live subscribes there and nowhere a
+    stream stores: a push consumer it makes cannot deliver copies into a stream."""
+    root, _, rest = subject.partition(".")
+    if root != ROOT or not rest or rest.split(".", 1)[0] == LIVE:
+        raise SubjectError(f"not a stored subject of ours: {subject!r}")
+    return f"{ROOT}.{LIVE}.{rest}"
+
+
+def stored_subject(subject: str) -> str:
+    """The stored subject a live one was republished from (:func:`live_subject` undone);
+    any other subject as it is."""
+    prefix = f"{ROOT}.{LIVE}."
+    return f"{ROOT}.{subject[len(prefix) :]}" if subject.startswith(prefix) else subject
