@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -460,9 +461,9 @@ async def test_tracked_workloads_waiting_for_gpus_are_pressure_for_on_pressure(
 async def test_a_cronjobs_run_is_tracked_and_preempted_and_the_cronjob_stays(
     operator: tuple[Pipeline, GpuExporter],
 ) -> None:
-    """Decision 0056: the real CronJob controller makes a run each minute; the run carries the
-    job template's opt-in, is tracked as a Job of its own and, idle under Always, deleted. The
-    CronJob, its schedule and its template stay."""
+    """Decision 0056: the real CronJob controller makes a run for the minute it missed; the run
+    carries the job template's opt-in, is tracked as a Job of its own and, idle under Always,
+    deleted. The CronJob, its schedule and its template stay."""
     pipeline, exporter = operator
     kube, ns = pipeline.kube, pipeline.namespace
     template = plain_job("unused", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"})
@@ -490,7 +491,16 @@ async def test_a_cronjobs_run_is_tracked_and_preempted_and_the_cronjob_stays(
                 return str(job["metadata"]["name"])
         return Pending("the CronJob has not run yet")
 
-    # The controller runs it at the next minute's start.
+    # The controller runs a CronJob at the schedule times it has missed since its last run. A
+    # last run two minutes back has it run now, not at the next minute's start.
+    await kube.patch_status(
+        CRON_JOB,
+        "nightly",
+        {"lastScheduleTime": f"{datetime.now(UTC) - timedelta(minutes=2):%Y-%m-%dT%H:%M:%SZ}"},
+        namespace=ns,
+        field_manager="cluster-admin",
+        method="merge",
+    )
     run = await eventually(first_run, what="the CronJob's first run", within=120.0)
     pod = await running_pod_of(pipeline, ns, f"job-name={run}")
     exporter.series = [GpuSeries(ns, pod, "0", 1.0)]
