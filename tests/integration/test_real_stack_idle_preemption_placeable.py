@@ -8,7 +8,6 @@ pending workload Pod/.../big") and the pod stayed Pending.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Final
@@ -24,12 +23,14 @@ from tests.integration.pipeline.harness import Pending, Pipeline, eventually, ru
 from tests.integration.test_real_stack import flavor, queue
 from tests.integration.test_real_stack_idle_preemption_queues import (
     ON_PRESSURE,
+    POLLING_SECONDS,
     STEP,
     opted_in_job,
     readings,
     running_pod,
     short_pending_threshold,
     terminated_early,
+    through_monitor_ticks,
 )
 from tests.prometheus_server import GpuExporter
 from tests.real_cluster import RealCluster
@@ -45,9 +46,6 @@ pytestmark = [
 
 MI300X: Final = NODE_TYPES["amd-mi300x"]
 FLEET: Final = tuple(NodeSpec(f"fit-mi300x-{i}", MI300X) for i in range(1, 4))
-QUIET_SECONDS: Final = 20.0
-"""How long the idle jobs are watched once the pod is known to wait: the pending threshold
-(1 s), their grace period (2 s) and the monitor's polling (1 s) pass several times over."""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -64,7 +62,7 @@ async def stack(
                 tmp_path_factory.mktemp("kaiwo"),
                 real=real_stack,
                 gpu_cluster=False,
-                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"},
+                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": str(POLLING_SECONDS)},
                 metrics_endpoint=f"http://{exporter.target}/metrics",
             )
         )
@@ -140,13 +138,13 @@ async def test_a_pod_no_node_could_hold_has_no_idle_job_stopped_for_it(
         "so no idle workload is preempted for it"
     ), record["status"]
 
-    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
-    while asyncio.get_running_loop().time() < deadline:
+    async def kept() -> None:
         for name in ("idle-1", "idle-2"):
             job = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
             assert job["status"]["status"] == "RUNNING", job["status"]
             assert terminated_early(job) is None, job["status"]
-        await asyncio.sleep(1.0)
+
+    await through_monitor_ticks(exporter, kept)
     for name in ("idle-1", "idle-2"):
         job = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
         gpu_idle = next(c for c in job["status"]["conditions"] if c["type"] == "GpuIdle")

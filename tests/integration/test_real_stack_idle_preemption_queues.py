@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import pytest
@@ -77,9 +77,15 @@ ON_PRESSURE: Final = {
 }
 LONG_RUN: Final = 900.0
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
-QUIET_SECONDS: Final = 20.0
-"""How long the idle job of the other queue is watched: the pending threshold (1 s), its
-grace period (2 s) and the monitor's polling (1 s) pass several times over."""
+POLLING_SECONDS: Final = 1.0
+QUIET_TICKS: Final = 8
+"""How many of the monitor's ticks (one scrape of the exporter each) an idle job that stays is
+watched through: the pending threshold (1 s), its grace period (2 s) and the way from the
+monitor's verdict to a deletion pass twice over. Counted in ticks, not seconds alone, so that
+a loaded machine that slows the monitor lengthens the watch with it."""
+KUEUE_QUIET_SECONDS: Final = 10.0
+"""How long a Job that waits is watched for a pod: Kueue's requeue and admission (a few
+seconds) pass several times over."""
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -96,7 +102,7 @@ async def stack(
                 tmp_path_factory.mktemp("kaiwo"),
                 real=real_stack,
                 gpu_cluster=False,
-                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"},
+                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": str(POLLING_SECONDS)},
                 metrics_endpoint=f"http://{exporter.target}/metrics",
             )
         )
@@ -293,15 +299,29 @@ async def record_says(pipeline: Pipeline, namespace: str, name: str, phase: str)
     await eventually(check, what=f"{name}'s record saying {phase}", within=STEP)
 
 
-async def kept_idle(pipeline: Pipeline, namespace: str, name: str) -> None:
-    """The idle Job is not preempted while the pending threshold, grace period and polling
-    pass several times over."""
-    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
-    while asyncio.get_running_loop().time() < deadline:
+async def kept_idle(pipeline: Pipeline, exporter: GpuExporter, namespace: str, name: str) -> None:
+    """The idle Job is not preempted while the monitor ticks ``QUIET_TICKS`` times."""
+
+    async def kept() -> None:
         job = await pipeline.kube.get(resources.JOB, name, namespace=namespace)
         assert "deletionTimestamp" not in job["metadata"]
         assert await record_phase(pipeline, namespace, name) == "Idle"
+
+    await through_monitor_ticks(exporter, kept)
+
+
+async def through_monitor_ticks(
+    exporter: GpuExporter, check: Callable[[], Awaitable[None]]
+) -> None:
+    """``check`` once a second, until the monitor has scraped ``exporter`` ``QUIET_TICKS``
+    times more and at least as many polling intervals have passed, and once after."""
+    loop = asyncio.get_running_loop()
+    scrapes = exporter.scrapes + QUIET_TICKS
+    not_before = loop.time() + QUIET_TICKS * POLLING_SECONDS
+    while exporter.scrapes < scrapes or loop.time() < not_before:
+        await check()
         await asyncio.sleep(1.0)
+    await check()
 
 
 async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
@@ -314,7 +334,7 @@ async def test_an_idle_plain_job_of_another_local_queues_cluster_queue_is_kept(
     )
     await waiting_for_gpus(pipeline, plain, "waiter-c", "qc")
     # What idle-d frees goes back to qd: it is kept, and the waiting Job waits.
-    await kept_idle(pipeline, plain, "idle-d")
+    await kept_idle(pipeline, exporter, plain, "idle-d")
     for name in ("holder-c", "idle-d", "waiter-c"):
         await pipeline.kube.delete(resources.JOB, name, namespace=plain)
 
@@ -430,7 +450,7 @@ async def test_an_idle_job_is_kept_for_a_job_waiting_in_a_queue_a_platform_team_
             pipeline, exporter, plain, holder=("holder-u", "mine"), idle=("idle-u", "qd")
         )
         await waiting_for_gpus(pipeline, plain, "waiter-u", "mine")
-        await kept_idle(pipeline, plain, "idle-u")
+        await kept_idle(pipeline, exporter, plain, "idle-u")
 
 
 async def test_an_idle_job_goes_for_a_job_waiting_in_another_cohort_of_its_tree(
@@ -494,7 +514,7 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_when_its_queue_lends_
             pipeline, exporter, plain, holder=("holder-m", "lm"), idle=("idle-l", "ll")
         )
         await waiting_for_gpus(pipeline, plain, "waiter-m", "lm")
-        await kept_idle(pipeline, plain, "idle-l")
+        await kept_idle(pipeline, exporter, plain, "idle-l")
 
 
 async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_where_its_flavor_lends_nothing(
@@ -523,7 +543,7 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_cohort_where_its_flavor_lend
         )
         assert await admitted_into(pipeline, plain, "idle-n") == "mi300x"
         await waiting_for_gpus(pipeline, plain, "waiter-o", "lo")
-        await kept_idle(pipeline, plain, "idle-n")
+        await kept_idle(pipeline, exporter, plain, "idle-n")
 
 
 async def test_an_idle_job_is_kept_for_a_job_of_a_queue_that_borrows_all_its_limit_lets_it(
@@ -551,7 +571,7 @@ async def test_an_idle_job_is_kept_for_a_job_of_a_queue_that_borrows_all_its_lim
         )
         await reserved(pipeline, "ur", borrowed="8")
         await waiting_for_gpus(pipeline, plain, "waiter-r", "lr")
-        await kept_idle(pipeline, plain, "idle-s")
+        await kept_idle(pipeline, exporter, plain, "idle-s")
 
 
 async def test_an_idle_job_within_the_quota_its_queue_keeps_from_lending_is_kept(
@@ -614,7 +634,7 @@ async def idle_job_kept_for_a_borrowing_queue(
         await reserved(pipeline, borrower, borrowed="8")
         await reserved(pipeline, lender_queue, total="8")
         await waiting_for_gpus(pipeline, plain, waiter, f"l{theirs}")
-        await kept_idle(pipeline, plain, idle)
+        await kept_idle(pipeline, exporter, plain, idle)
         await kueue_admits_nothing_once_deleted(pipeline, plain, idle, lender_queue, waiter)
 
 
@@ -650,7 +670,7 @@ async def kueue_admits_nothing_once_deleted(
 async def still_waits(pipeline: Pipeline, namespace: str, name: str) -> None:
     """The Job ``name`` gets no running pod while Kueue's requeue and admission pass (a
     few seconds) several times over."""
-    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS / 2
+    deadline = asyncio.get_running_loop().time() + KUEUE_QUIET_SECONDS
     while asyncio.get_running_loop().time() < deadline:
         listed = await pipeline.kube.list(
             resources.POD, namespace=namespace, label_selector=f"{actors.JOB_NAME_LABEL}={name}"
@@ -685,7 +705,7 @@ async def test_an_idle_job_is_kept_for_a_job_of_its_queue_that_selects_another_f
         assert await admitted_into(pipeline, plain, "holder-v") == "mi250x-nodes"
         assert await admitted_into(pipeline, plain, "idle-v") == "mi300x"
         await waiting_for_gpus(pipeline, plain, "waiter-v", "lv", pod=mi250x)
-        await kept_idle(pipeline, plain, "idle-v")
+        await kept_idle(pipeline, exporter, plain, "idle-v")
         await kueue_admits_nothing_once_deleted(pipeline, plain, "idle-v", "uv", "waiter-v")
 
 
@@ -739,12 +759,12 @@ async def test_an_idle_job_of_another_queue_is_kept_and_one_of_the_waiting_jobs_
     await pipeline.reaches("waiter-a", "PENDING", namespace=team_a)
 
     # The idle job of qb frees nothing qa could use: it is kept, and the waiting job waits.
-    deadline = asyncio.get_running_loop().time() + QUIET_SECONDS
-    while asyncio.get_running_loop().time() < deadline:
+    async def kept() -> None:
         idle_b = await pipeline.kube.get(resources.KAIWO_JOB, "idle-b", namespace=team_b)
         assert idle_b["status"]["status"] == "RUNNING", idle_b["status"]
         assert terminated_early(idle_b) is None
-        await asyncio.sleep(1.0)
+
+    await through_monitor_ticks(exporter, kept)
     idle_b = await pipeline.kube.get(resources.KAIWO_JOB, "idle-b", namespace=team_b)
     gpu_idle = next(c for c in idle_b["status"]["conditions"] if c["type"] == "GpuIdle")
     assert gpu_idle["status"] == "True"  # idle all along: only the queue kept it
