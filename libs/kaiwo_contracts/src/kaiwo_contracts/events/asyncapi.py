@@ -34,6 +34,9 @@ from kaiwo_contracts.events.streams import (
 )
 from kaiwo_contracts.events.subjects import PUBLIC_WORKLOAD, Family, family_filter, live_subject
 
+PUBLIC_SUBJECTS: Final = family_filter(Family.PUBLIC)
+PUBLIC_LIVE_SUBJECTS: Final = live_subject(PUBLIC_SUBJECTS)
+
 ASYNCAPI_VERSION: Final = "3.0.0"
 SCHEMAS_REF: Final = "#/components/schemas/{model}"
 MESSAGE_NAME: Final = "WorkloadEventV1"
@@ -83,7 +86,7 @@ def asyncapi_document() -> dict[str, Any]:
                 "description": (
                     f"Consume the stream {PUBLIC_STREAM} (an ordered consumer, or a durable "
                     "consumer of any name), or follow it live: the stream republishes each "
-                    f"event it stored on {live_subject(family_filter(Family.PUBLIC))} (the "
+                    f"event it stored on {PUBLIC_LIVE_SUBJECTS} (the "
                     "channel's address after kaiwo.live.; the stored subject in the Nats-Subject "
                     "header). The channel's own subjects are the stream's: no key handed out "
                     "may subscribe to them."
@@ -135,11 +138,11 @@ def _channel(address: str) -> dict[str, Any]:
         "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in MESSAGES},
         "x-jetstream-stream": {
             "name": PUBLIC_STREAM,
-            "subjects": f"kaiwo.{Family.PUBLIC.value}.>",
+            "subjects": PUBLIC_SUBJECTS,
             "maxAgeSeconds": PUBLIC_MAX_AGE_SECONDS,
             "maxBytes": DEFAULT_STREAM_MAX_BYTES[PUBLIC_STREAM],
             "duplicateWindowSeconds": PUBLIC_DUPLICATE_WINDOW_SECONDS,
-            "republishedTo": live_subject(family_filter(Family.PUBLIC)),
+            "republishedTo": PUBLIC_LIVE_SUBJECTS,
         },
     }
 

@@ -39,7 +39,7 @@ from kaiwo_contracts.events.permission_blocks import (
 )
 from kaiwo_contracts.events.streams import PUBLIC_STREAM
 from kaiwo_contracts.events.subjects import (
-    LIVE,
+    ROOT,
     Family,
     family_filter,
     live_subject,
@@ -65,7 +65,7 @@ consumer delivers only to a subject someone subscribed to literally, so no key, 
 with another, can have a consumer copy one stream's messages into another."""
 
 
-LIVE_EVENTS = f"kaiwo.{LIVE}.{EVERYTHING}"
+LIVE_EVENTS = live_subject(f"{ROOT}.{EVERYTHING}")
 """Every live event (``kaiwo.live.>``): what a reader, and ``kaiwo events tail --internal``
 with its key, subscribes to."""
 
