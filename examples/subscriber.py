@@ -24,10 +24,13 @@ from pathlib import Path
 
 import nats
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 EVENT_TYPE = "ai.silogen.kaiwo.public.workload.v1"
+STREAM = "KAIWO_PUBLIC"
 
 
 def connection(identity: str) -> tuple[str, str, str | None]:
@@ -74,6 +77,20 @@ def show(msg: Msg) -> None:
         print(line(json.loads(msg.data)), flush=True)
 
 
+async def drop_if_wider(js: JetStreamContext, name: str, subject: str) -> None:
+    """Delete the consumer ``name`` if it is filtered to more than ``subject``.
+
+    The ``subscriber`` key (every namespace) is denied a namespace key's consumer only once
+    that key is issued. One it made before, filtered wider, would be bound to as it is
+    (``pull_subscribe`` checks no filter), and show this key other namespaces' events."""
+    try:
+        info = await js.consumer_info(STREAM, name)
+    except nats.js.errors.NotFoundError:
+        return
+    if info.config.filter_subject != subject or info.config.filter_subjects:
+        await js.delete_consumer(STREAM, name)
+
+
 async def main(namespace: str | None, new_only: bool, own_key: bool) -> None:
     identity = f"subscriber-{namespace}" if own_key else "subscriber"
     url, seed, ca = connection(identity)
@@ -88,10 +105,12 @@ async def main(namespace: str | None, new_only: bool, own_key: bool) -> None:
     # subject (nats-py names it): the subscriber key is refused the create that names no
     # consumer (ordered consumers) while a namespace's key is issued with it (decision 0259).
     try:
+        if own_key:
+            await drop_if_wider(js, identity, subject)
         pull = await js.pull_subscribe(
             subject,
             durable=identity if own_key else None,
-            stream="KAIWO_PUBLIC",
+            stream=STREAM,
             config=ConsumerConfig(deliver_policy=policy),
         )
     except nats.errors.TimeoutError:  # the server refuses without an answer

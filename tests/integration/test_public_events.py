@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+import nats
 import pytest
 from kaiwo_cli.stack.state import StackState
 from kaiwo_contracts.events.permissions import (
@@ -22,13 +23,14 @@ from kaiwo_contracts.events.permissions import (
     namespace_subscriber_identity,
     operator_identities,
 )
-from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_contracts.events.streams import PUBLIC_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import public_workload_subject
 from kaiwo_kube import resources
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
-from kaiwo_runtime.nats_credentials import write_credentials
+from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentials
 from kaiwo_runtime.nats_server import NatsServer
+from nats.js.api import ConsumerConfig
 
 from tests.integration.conftest import real_sqlite
 from tests.integration.pipeline import cluster_actors as actors
@@ -173,51 +175,95 @@ async def test_the_example_with_a_namespaces_own_key_reads_that_namespace_and_re
 ) -> None:
     """``--own-key`` with ``subscriber-team-a.nk`` (decision 0164): what team-a's workloads
     were told before it started, then on a second run only what came since, never team-b's."""
-    topology = bus_topology()
     credentials = write_credentials(
         tmp_path / "credentials",
-        (*operator_identities(topology), namespace_subscriber_identity("team-a")),
+        (*operator_identities(bus_topology()), namespace_subscriber_identity("team-a")),
     )
     async with NatsServer(config=credentials.server_config.read_text()) as server:
+        await teams_told_and_team_a_followed(server, credentials)
 
-        def connection(identity: str) -> NatsConnection:
-            return NatsConnection(
-                url=server.url,
-                credentials_file=credentials.seed(identity),
-                inbox_prefix=inbox_prefix(identity),
-            )
 
-        admin = await NatsBus.connect(connection(ADMIN), topology=topology)
-        planner = await NatsBus.connect(connection(PLANNER), topology=topology)
+async def test_the_example_with_a_namespaces_own_key_drops_a_consumer_of_its_name_made_wider(
+    tmp_path: Path,
+) -> None:
+    """Decision 0288: before team-a's key was issued, nothing denied the ``subscriber`` key
+    (every namespace's events) the consumer ``subscriber-team-a``, and it made one filtered to
+    every namespace. The example with team-a's key finds it filtered wider than team-a's
+    events, deletes it and makes its own: it is told team-a's events and never team-b's."""
+    topology, store = bus_topology(), tmp_path / "jetstream"
+    before = write_credentials(tmp_path / "credentials", operator_identities(topology))
+    async with NatsServer(config=before.server_config.read_text(), store_dir=store) as server:
+        admin = await NatsBus.connect(connected(server, before, ADMIN), topology=topology)
+        subscriber = await nats.connect(
+            server.url,
+            nkeys_seed=str(before.seed(SUBSCRIBER)),
+            inbox_prefix=inbox_prefix(SUBSCRIBER),
+        )
         try:
             await admin.ensure_streams()
-
-            async def tell(namespace: str, name: str, transition: str, phase: str) -> None:
-                subject = public_workload_subject(namespace=namespace, kind="KaiwoJob", uid=UID)
-                await planner.publish_raw(
-                    subject,
-                    body=told_event(namespace, name, transition, phase),
-                    headers={
-                        "ce-type": "ai.silogen.kaiwo.public.workload.v1",
-                        "Nats-Msg-Id": f"{namespace}:{transition}",
-                    },
-                )
-
-            await tell("team-b", "theirs", "submitted", "")
-            await tell("team-a", "ours", "submitted", "")
-            await tell("team-b", "theirs", "completed", "COMPLETE")
-            env = {
-                **os.environ,
-                "KAIWO_NATS_URL": server.url,
-                "KAIWO_NATS_CREDENTIALS_FILE": str(credentials.seed("subscriber-team-a")),
-            }
-            assert await example_lines(env, 1) == ["submitted team-a/ours"]
-            await tell("team-a", "ours", "completed", "COMPLETE")
-            await tell("team-b", "theirs", "deleted", "COMPLETE")
-            assert await example_lines(env, 1) == ["completed team-a/ours"]
+            await subscriber.jetstream().add_consumer(
+                PUBLIC_STREAM,
+                ConsumerConfig(durable_name="subscriber-team-a", filter_subject="kaiwo.public.>"),
+            )
         finally:
-            await planner.close()
+            await subscriber.close()
             await admin.close()
+    after = write_credentials(
+        tmp_path / "credentials",
+        (*operator_identities(topology), namespace_subscriber_identity("team-a")),
+        keep_existing=True,
+    )
+    async with NatsServer(config=after.server_config.read_text(), store_dir=store) as server:
+        await teams_told_and_team_a_followed(server, after)
+
+
+def connected(
+    server: NatsServer, credentials: CredentialsDirectory, identity: str
+) -> NatsConnection:
+    return NatsConnection(
+        url=server.url,
+        credentials_file=credentials.seed(identity),
+        inbox_prefix=inbox_prefix(identity),
+    )
+
+
+async def teams_told_and_team_a_followed(
+    server: NatsServer, credentials: CredentialsDirectory
+) -> None:
+    """team-a's and team-b's workloads told of, and the example with team-a's key shown only
+    team-a's: on its first run what came before, on a second only what came since."""
+    topology = bus_topology()
+    admin = await NatsBus.connect(connected(server, credentials, ADMIN), topology=topology)
+    planner = await NatsBus.connect(connected(server, credentials, PLANNER), topology=topology)
+    try:
+        await admin.ensure_streams()
+
+        async def tell(namespace: str, name: str, transition: str, phase: str) -> None:
+            subject = public_workload_subject(namespace=namespace, kind="KaiwoJob", uid=UID)
+            await planner.publish_raw(
+                subject,
+                body=told_event(namespace, name, transition, phase),
+                headers={
+                    "ce-type": "ai.silogen.kaiwo.public.workload.v1",
+                    "Nats-Msg-Id": f"{namespace}:{transition}",
+                },
+            )
+
+        await tell("team-b", "theirs", "submitted", "")
+        await tell("team-a", "ours", "submitted", "")
+        await tell("team-b", "theirs", "completed", "COMPLETE")
+        env = {
+            **os.environ,
+            "KAIWO_NATS_URL": server.url,
+            "KAIWO_NATS_CREDENTIALS_FILE": str(credentials.seed("subscriber-team-a")),
+        }
+        assert await example_lines(env, 1) == ["submitted team-a/ours"]
+        await tell("team-a", "ours", "completed", "COMPLETE")
+        await tell("team-b", "theirs", "deleted", "COMPLETE")
+        assert await example_lines(env, 1) == ["completed team-a/ours"]
+    finally:
+        await planner.close()
+        await admin.close()
 
 
 async def first_line(env: dict[str, str], cwd: Path) -> tuple[int | None, str, str]:
