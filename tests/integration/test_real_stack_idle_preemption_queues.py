@@ -314,11 +314,14 @@ async def through_monitor_ticks(
     exporter: GpuExporter, check: Callable[[], Awaitable[None]]
 ) -> None:
     """``check`` once a second, until the monitor has scraped ``exporter`` ``QUIET_TICKS``
-    times more and at least as many polling intervals have passed, and once after."""
+    times more and at least as many polling intervals have passed, and once after. A monitor
+    that stops scraping fails the test after ``STEP`` seconds, not at its timeout."""
     loop = asyncio.get_running_loop()
-    scrapes = exporter.scrapes + QUIET_TICKS
+    first = exporter.scrapes
     not_before = loop.time() + QUIET_TICKS * POLLING_SECONDS
-    while exporter.scrapes < scrapes or loop.time() < not_before:
+    while exporter.scrapes < first + QUIET_TICKS or loop.time() < not_before:
+        ticked = exporter.scrapes - first
+        assert loop.time() < not_before + STEP, f"the monitor ticked {ticked} of {QUIET_TICKS}"
         await check()
         await asyncio.sleep(1.0)
     await check()
