@@ -3027,6 +3027,128 @@ def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
     assert sorted(counted) == ["train", "waits"]
 
 
+def test_the_idle_decision_weighs_only_an_idle_workload_that_may_be_chosen(
+    cluster_with, monkeypatch
+):
+    """What an idle workload holds is worked out only for one that may be chosen: past its
+    grace period, and Always or with a workload waiting for GPUs. Among 1,000 opted-in
+    workloads, a tenth of them idle and none waiting, an idle workload's plan after each
+    change took 5.5 ms at p50, now 3.1 (``bench/planner.py``'s ``Idle`` shape)."""
+    from kaiwo_planner.domain.scheduling import idle_preemption_inputs
+
+    counted: list[str] = []
+    allocated = idle_preemption_inputs.allocated_gpus
+
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> int:
+        counted.append(obj["metadata"]["name"])
+        return allocated(obj, *args, **kwargs)
+
+    monkeypatch.setattr(idle_preemption_inputs, "allocated_gpus", counting)
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))  # OnPressure, grace 10m
+    always = {**ALWAYS_NOW, "kaiwo.silogen.ai/gpu-preemption.grace-period": "10m"}
+    fresh = opted_in(
+        kaiwo_job(TRAIN_SPEC, name="fresh", uid="fresh-uid", status=RUNNING_STATUS), always
+    )
+    idle = (
+        finding(idle_since=NOW - timedelta(minutes=11)),
+        dataclasses.replace(finding(idle_since=NOW - timedelta(minutes=5)), uid="fresh-uid"),
+    )
+    alone = cluster_with(owner, running_job(owner), fresh, workloads=(admitted("job-uid-job"),))
+
+    kept = planned(owner=owner, cluster=with_findings(alone, *idle), now=NOW)
+
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+    assert counted == []
+
+    waiting = pending_next("kaiwo")
+    pressed = cluster_with(
+        owner, running_job(owner), fresh, waiting, workloads=(admitted("job-uid-job"),)
+    )
+    stopped = planned(owner=owner, cluster=with_findings(pressed, *idle), now=NOW)
+
+    assert stopped.status is not None and stopped.status["status"] == "TERMINATING"
+    assert sorted(counted) == ["next", "train"]  # fresh, within its grace period, is not
+
+
+def test_an_idle_workload_is_preempted_for_a_plain_job_kueue_does_not_admit_for_gpus(
+    cluster_with,
+):
+    """Decision 0056: a plain Job that waits for GPUs is pressure for an idle KaiwoJob too,
+    and it is found after the KaiwoJobs (the GPU workloads no Kaiwo kind owns): the idle
+    KaiwoJob is weighed once all the waiting are known."""
+    plain = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "plain",
+            "namespace": "team-a",
+            "uid": "plain-uid",
+            "creationTimestamp": "2026-01-01T11:00:00Z",
+            "annotations": OPTED_IN,
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "main", "resources": {"limits": {"amd.com/gpu": "2"}}}]
+                }
+            }
+        },
+    }
+    record = {
+        "apiVersion": KAIWO,
+        "kind": "GpuWorkload",
+        "metadata": {"name": "job-plain-plain-ui", "namespace": "team-a", "uid": "record-uid"},
+        "spec": {
+            "workloadRef": {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": "plain",
+                "uid": "plain-uid",
+            }
+        },
+        "status": {},
+    }
+    refused = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-plain-abcde",
+            "namespace": "team-a",
+            "uid": "wl-plain",
+            "creationTimestamp": "2026-01-01T11:00:00Z",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "plain", "uid": "plain-uid"}
+            ],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient unused "
+                    "quota for amd.com/gpu in flavor mi300x, 2 more needed",
+                }
+            ]
+        },
+    }
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    cluster = cluster_with(
+        owner, running_job(owner), plain, record, workloads=(admitted("job-uid-job"), refused)
+    )
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    victim = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+
+    assert victim.status is not None and victim.status["status"] == "TERMINATING"
+    assert victim.status["preemptedFor"] == {
+        "kind": "Job",
+        "namespace": "team-a",
+        "name": "plain",
+        "uid": "plain-uid",
+    }
+
+
 def test_the_idle_decision_resolves_the_settings_only_of_workloads_with_an_idle_stretch(
     cluster_with, monkeypatch
 ):

@@ -161,6 +161,10 @@ class IdleWorkload:
     def idle_for(self) -> timedelta:
         return self.evidence_at - self.idle_since
 
+    def past_grace(self, now: datetime) -> bool:
+        """Idle for its whole grace period by ``now``: only then may it be preempted."""
+        return self.idle_for >= self.grace and self.idle_since <= now
+
 
 @dataclass(frozen=True, slots=True)
 class GpuDemand:
@@ -206,7 +210,7 @@ def decide_idle_preemptions(
     by earlier preemptions for nobody named; ``freed_for``: GPUs being freed for the waiting
     workload of each uid; ``now`` is when the decision is made."""
     eligible = sorted(
-        (w for w in idle if w.gpus > 0 and w.idle_for >= w.grace and w.idle_since <= now),
+        (w for w in idle if w.gpus > 0 and w.past_grace(now)),
         key=lambda w: (w.idle_since, w.key),
     )
     preemptions = [
