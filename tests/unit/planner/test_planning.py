@@ -2991,13 +2991,8 @@ def test_only_an_idle_workloads_plan_works_out_the_idle_preemption_decision(
     assert worked_out == [NOW]
 
 
-def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
-    cluster_with, monkeypatch
-):
-    """An idle workload's plan reads every workload of the cluster; the GPUs each holds are
-    worked out only for those that take part (idle ones, waiting ones, those freeing GPUs),
-    not for every busy or finished one (decision 0158: 16.0 -> 9.6 ms for such a plan among
-    1,000 opted-in workloads, a tenth of them idle)."""
+def gpus_worked_out(monkeypatch: Any) -> list[str]:
+    """The names of the workloads whose GPUs the idle decision works out, as it does so."""
     from kaiwo_planner.domain.scheduling import idle_preemption_inputs
 
     counted: list[str] = []
@@ -3008,6 +3003,17 @@ def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
         return allocated(obj, *args, **kwargs)
 
     monkeypatch.setattr(idle_preemption_inputs, "allocated_gpus", counting)
+    return counted
+
+
+def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
+    cluster_with, monkeypatch
+):
+    """An idle workload's plan reads every workload of the cluster; the GPUs each holds are
+    worked out only for those that take part (idle ones, waiting ones, those freeing GPUs),
+    not for every busy or finished one (decision 0158: 16.0 -> 9.6 ms for such a plan among
+    1,000 opted-in workloads, a tenth of them idle)."""
+    counted = gpus_worked_out(monkeypatch)
     owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), ALWAYS_NOW)
     busy = opted_in(kaiwo_job(TRAIN_SPEC, name="busy", uid="busy-uid", status=RUNNING_STATUS))
     done = kaiwo_job(TRAIN_SPEC, name="done", uid="done-uid", status={"status": "COMPLETE"})
@@ -3034,16 +3040,7 @@ def test_the_idle_decision_weighs_only_an_idle_workload_that_may_be_chosen(
     grace period, and Always or with a workload waiting for GPUs. Among 1,000 opted-in
     workloads, a tenth of them idle and none waiting, an idle workload's plan after each
     change took 5.5 ms at p50, now 3.1 (``bench/planner.py``'s ``Idle`` shape)."""
-    from kaiwo_planner.domain.scheduling import idle_preemption_inputs
-
-    counted: list[str] = []
-    allocated = idle_preemption_inputs.allocated_gpus
-
-    def counting(obj: Any, *args: Any, **kwargs: Any) -> int:
-        counted.append(obj["metadata"]["name"])
-        return allocated(obj, *args, **kwargs)
-
-    monkeypatch.setattr(idle_preemption_inputs, "allocated_gpus", counting)
+    counted = gpus_worked_out(monkeypatch)
     owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))  # OnPressure, grace 10m
     always = {**ALWAYS_NOW, "kaiwo.silogen.ai/gpu-preemption.grace-period": "10m"}
     fresh = opted_in(
