@@ -27,7 +27,6 @@ from kaiwo_contracts.events.streams import PUBLIC_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import public_workload_subject
 from kaiwo_kube import resources
 from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentials
 from kaiwo_runtime.nats_server import NatsServer
 from nats.js.api import ConsumerConfig
@@ -35,6 +34,7 @@ from nats.js.api import ConsumerConfig
 from tests.integration.conftest import real_sqlite
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import STEP_SECONDS, Pending, eventually
+from tests.nats_keys import connected_as
 from tests.real_cluster import REPO_ROOT
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
@@ -193,7 +193,7 @@ async def test_the_example_with_a_namespaces_own_key_drops_a_consumer_of_its_nam
     topology, store = bus_topology(), tmp_path / "jetstream"
     before = write_credentials(tmp_path / "credentials", operator_identities(topology))
     async with NatsServer(config=before.server_config.read_text(), store_dir=store) as server:
-        admin = await NatsBus.connect(connected(server, before, ADMIN), topology=topology)
+        admin = await NatsBus.connect(connected_as(server.url, before, ADMIN), topology=topology)
         subscriber = await nats.connect(
             server.url,
             nkeys_seed=str(before.seed(SUBSCRIBER)),
@@ -217,24 +217,16 @@ async def test_the_example_with_a_namespaces_own_key_drops_a_consumer_of_its_nam
         await teams_told_and_team_a_followed(server, after)
 
 
-def connected(
-    server: NatsServer, credentials: CredentialsDirectory, identity: str
-) -> NatsConnection:
-    return NatsConnection(
-        url=server.url,
-        credentials_file=credentials.seed(identity),
-        inbox_prefix=inbox_prefix(identity),
-    )
-
-
 async def teams_told_and_team_a_followed(
     server: NatsServer, credentials: CredentialsDirectory
 ) -> None:
     """team-a's and team-b's workloads told of, and the example with team-a's key shown only
     team-a's: on its first run what came before, on a second only what came since."""
     topology = bus_topology()
-    admin = await NatsBus.connect(connected(server, credentials, ADMIN), topology=topology)
-    planner = await NatsBus.connect(connected(server, credentials, PLANNER), topology=topology)
+    admin = await NatsBus.connect(connected_as(server.url, credentials, ADMIN), topology=topology)
+    planner = await NatsBus.connect(
+        connected_as(server.url, credentials, PLANNER), topology=topology
+    )
     try:
         await admin.ensure_streams()
 
@@ -297,16 +289,12 @@ async def test_the_example_finds_the_stack_as_the_kaiwo_command_does(tmp_path: P
     topology = bus_topology()
     credentials = write_credentials(tmp_path / "credentials", operator_identities(topology))
     async with NatsServer(config=credentials.server_config.read_text()) as server:
-
-        def connection(identity: str) -> NatsConnection:
-            return NatsConnection(
-                url=server.url,
-                credentials_file=credentials.seed(identity),
-                inbox_prefix=inbox_prefix(identity),
-            )
-
-        admin = await NatsBus.connect(connection(ADMIN), topology=topology)
-        planner = await NatsBus.connect(connection(PLANNER), topology=topology)
+        admin = await NatsBus.connect(
+            connected_as(server.url, credentials, ADMIN), topology=topology
+        )
+        planner = await NatsBus.connect(
+            connected_as(server.url, credentials, PLANNER), topology=topology
+        )
         try:
             await admin.ensure_streams()
             await planner.publish_raw(

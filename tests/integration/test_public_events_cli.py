@@ -20,7 +20,6 @@ from kaiwo_contracts.events.permissions import (
     ADMIN,
     PLANNER,
     SUBSCRIBER,
-    inbox_prefix,
     operator_identities,
 )
 from kaiwo_contracts.events.streams import bus_topology
@@ -31,6 +30,7 @@ from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentia
 from kaiwo_runtime.nats_server import NatsServer
 
 from tests.integration.pipeline.harness import STEP_SECONDS
+from tests.nats_keys import connected_as
 from tests.real_cluster import REPO_ROOT
 from tests.stack_programs import stack_program
 
@@ -82,11 +82,7 @@ async def test_the_pages_nats_lines_read_live_stored_and_unread_public_events(
     program = [put_in.get(word, word) for word in prefix]
 
     def connection(identity: str) -> NatsConnection:
-        return NatsConnection(
-            url=nats_server.url,
-            credentials_file=credentials.seed(identity),
-            inbox_prefix=inbox_prefix(identity),
-        )
+        return connected_as(nats_server.url, credentials, identity)
 
     topology = bus_topology()
     admin = await NatsBus.connect(connection(ADMIN), topology=topology)

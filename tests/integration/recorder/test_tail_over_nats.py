@@ -19,7 +19,6 @@ from kaiwo_contracts.events.permissions import (
     CLI,
     SUBSCRIBER,
     WATCHER,
-    inbox_prefix,
     operator_identities,
     reader_identity,
 )
@@ -28,6 +27,8 @@ from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client, flush_written
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer
+
+from tests.nats_keys import connected_as
 
 pytestmark = pytest.mark.nats
 
@@ -179,11 +180,7 @@ async def test_tail_refused_its_subjects_exits_2_naming_the_key_and_the_one_that
 
         # The key named reads them: a reader's, with --internal, prints an observation.
         def connection(identity: str) -> NatsConnection:
-            return NatsConnection(
-                url=server.url,
-                credentials_file=credentials.seed(identity),
-                inbox_prefix=inbox_prefix(identity),
-            )
+            return connected_as(server.url, credentials, identity)
 
         admin = await NatsBus.connect(connection(ADMIN), topology=topology)
         watcher = await NatsBus.connect(connection(WATCHER), topology=topology)
