@@ -165,6 +165,12 @@ class IdleWorkload:
         """Idle for its whole grace period by ``now``: only then may it be preempted."""
         return self.idle_for >= self.grace and self.idle_since <= now
 
+    def may_be_chosen(self, now: datetime, *, pressed: bool) -> bool:
+        """Whether :func:`decide_idle_preemptions` could choose it, whatever it holds: past its
+        grace period, and ``Always``, or ``OnPressure`` while some workload waits
+        (``pressed``)."""
+        return self.past_grace(now) and (pressed or self.policy == "Always")
+
 
 @dataclass(frozen=True, slots=True)
 class GpuDemand:

@@ -212,7 +212,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             quota=kaiwo_quota_scope(obj, cluster, config, trees, held_now=True),
         )
         for obj, sketch in unweighed
-        if sketch.past_grace(now) and (pending or sketch.policy == "Always")
+        if sketch.may_be_chosen(now, pressed=bool(pending))
     ]
     return decide_idle_preemptions(
         idle=idle, pending=pending, in_flight=in_flight, freed_for=freed_for, now=now
