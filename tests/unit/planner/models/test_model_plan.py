@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule, canonical_json_bytes
 from kaiwo_planner.domain.models.adapters import string_hash
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 from tests.unit.planner.models.building import (
+    NOW,
     condition,
     desired,
     expected,
@@ -947,6 +952,102 @@ def test_a_load_job_is_waited_for_even_while_its_volume_is_not_observed_yet_or_u
 
     # Once the load Job is gone, a volume not there holds nothing to evict.
     assert plan_for(deleting(), CACHE_CONFIG).finalizers == ()
+
+
+def planned_at(owner: dict[str, Any], *objects: dict[str, Any], now: datetime) -> PlanningResult:
+    """The whole planning result (the plan and when to plan again) at ``now``."""
+    cluster = ClusterState.from_wire(objects=[owner, *objects], namespaces=["ai"])
+    return plan_object(owner=owner, context=PlanningContext.of(cluster), now=now)
+
+
+def test_a_model_deleted_while_its_load_job_is_being_made_waits_for_it_before_evicting() -> None:
+    # The plan that makes the load Job may still be carried out when the Model is deleted.
+    # Judged "no load Job" at once, the eviction ran first and the loader wrote its files
+    # after it, where no eviction removes them (decision 0290).
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG, CACHE_PVC)
+    assert condition(loading, "CacheLoaded")["reason"] == "Loading"  # type: ignore[index]
+    deleted_at = datetime(2026, 1, 1, 11, 59, tzinfo=UTC)
+
+    def deleted(status: dict[str, Any] | None) -> dict[str, Any]:
+        return model(
+            CACHED,
+            status=status,
+            deletionTimestamp="2026-01-01T11:59:00Z",
+            finalizers=FINALIZED,
+        )
+
+    waiting = planned_at(deleted(loading.status), CACHE_CONFIG, CACHE_PVC, now=NOW)
+    assert waiting.plan is not None
+    assert (waiting.plan.delete, waiting.plan.finalizers, desired(waiting.plan, "Job")) == (
+        (),
+        None,
+        [],
+    )
+    said = condition(waiting.plan, "CacheEvicted")
+    assert said is not None
+    assert (said["status"], said["reason"], said["message"]) == (
+        "False",
+        "WaitingForLoadJob",
+        "Job load-cache-llm was made for the files and is not seen yet; it is deleted once "
+        "seen, and the files are evicted once it and its Pods are gone",
+    )
+    assert waiting.replan_at == deleted_at + timedelta(seconds=320)
+
+    # The load Job seen: deleted, and waited for; once gone, the files are evicted.
+    load = running_job(only(loading, "Job"))
+    seen = plan_for(deleted(waiting.plan.status), CACHE_CONFIG, CACHE_PVC, load)
+    assert (seen.delete, desired(seen, "Job")) == ((LOAD_JOB_REF,), [])
+    gone = plan_for(deleted(seen.status), CACHE_CONFIG, CACHE_PVC)
+    assert only(gone, "Job") == expected("evict_job")
+
+    # Never seen (the executor gave up on the plan that made it): evicted once the executor
+    # can no longer be making it.
+    late = planned_at(
+        deleted(waiting.plan.status),
+        CACHE_CONFIG,
+        CACHE_PVC,
+        now=deleted_at + timedelta(seconds=320),
+    )
+    assert late.plan is not None and late.replan_at is None
+    assert only(late.plan, "Job") == expected("evict_job")
+
+
+@pytest.mark.parametrize(
+    "cache_loaded",
+    [
+        pytest.param(None, id="no word of a load"),
+        pytest.param(("True", "Loaded"), id="loaded"),
+        pytest.param(("False", "AddingFinalizer"), id="no load Job made yet"),
+        pytest.param(("False", "LoadFailed"), id="the load failed"),
+    ],
+)
+def test_a_deleted_model_whose_last_plan_made_no_load_job_does_not_wait_for_one(
+    cache_loaded: tuple[str, str] | None,
+) -> None:
+    conditions = (
+        []
+        if cache_loaded is None
+        else [
+            {
+                "type": "CacheLoaded",
+                "status": cache_loaded[0],
+                "reason": cache_loaded[1],
+                "message": "",
+                "lastTransitionTime": "2026-01-01T11:00:00Z",
+            }
+        ]
+    )
+    owner = model(
+        CACHED,
+        status={"cache": {"loaded": cache_loaded == ("True", "Loaded")}, "conditions": conditions},
+        deletionTimestamp="2026-01-01T11:59:00Z",
+        finalizers=FINALIZED,
+    )
+
+    result = planned_at(owner, CACHE_CONFIG, CACHE_PVC, now=NOW)
+
+    assert result.plan is not None and result.replan_at is None
+    assert only(result.plan, "Job") == expected("evict_job")
 
 
 def test_a_model_deleted_while_the_configuration_is_invalid_waits_for_its_loader_image() -> None:

@@ -183,7 +183,8 @@ def _plan_model_or_gpu_workload(
     """The plan of a Model, a GpuWorkload or a GPU workload's root; None for other kinds."""
     api_version, kind = str(owner.get("apiVersion", "")), str(owner.get("kind", ""))
     if (api_group_of(api_version), kind) == MODEL_KIND:
-        return PlanningResult(plan=plan_model_object(owner=owner, context=context, now=now))
+        model = plan_model_object(owner=owner, context=context, now=now)
+        return PlanningResult(plan=model.plan, replan_at=model.replan_at)
     if (api_version, kind) in ROOT_KINDS:
         root = plan_gpu_root(root=owner, context=context, now=now)
         return PlanningResult(plan=root.plan, also_replan=root.also_replan)

@@ -8,15 +8,19 @@ in the foreground, so with its Pods: a loader still writing would leave files af
 eviction), and only with a valid configuration's loader image (decision 0255). A load Job
 observed is waited for before the volume is judged: the planner's view of the volume may lag
 the Job's, and "no volume" would let the Model go with its loader still writing (0275).
+A load Job the last plan made and the planner has not observed yet is waited for too, as long
+as the executor may still be making it (decision 0290).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
+from kaiwo_contracts.events.consumers import DEFAULT_BACKOFF_SECONDS
 from kaiwo_contracts.models_config import ModelsConfig
 from kaiwo_contracts.plans import ObjectRef
 
@@ -36,10 +40,18 @@ from kaiwo_planner.domain.models.model_parts import (
     pod_ref,
 )
 from kaiwo_planner.domain.models.names import cache_volume, evict_job, load_job
-from kaiwo_planner.domain.models.status import CACHE_EVICTED, READY
+from kaiwo_planner.domain.models.status import CACHE_EVICTED, CACHE_LOADED, READY
 from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.status.conditions import ConditionSpec
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+
+LOAD_JOB_ON_ITS_WAY: Final = timedelta(seconds=sum(DEFAULT_BACKOFF_SECONDS) + 60)
+"""How long after a Model's deletion a load Job its last plan made may still be created: the
+executor retries a plan through its consumer's backoff (260 s), and the plan may wait a
+minute to reach it. A deleted Model waits that long at most for a load Job not observed."""
+
+_LOAD_PLANNED: Final = frozenset({"Loading", "VolumeNotBound", "LoadingAsCreated", "Reloading"})
+"""``CacheLoaded`` reasons of a plan that made (or keeps) a load Job."""
 
 
 def deleting_parts(
@@ -50,6 +62,7 @@ def deleting_parts(
     config_problem: str = "",
     namespace: NamespaceSettings,
     cluster: ClusterState,
+    now: datetime,
 ) -> ModelParts:
     """Delete the Pods; evict the files while the cache volume stays; then no finalizer.
     ``config``: the configuration in force, None while it is invalid (``config_problem``
@@ -70,6 +83,10 @@ def deleting_parts(
         # watch), but a load Job observed means it was there and may be written to.
         parts.conditions.append(_wait_for_load(identity, loading))
         parts.delete.extend(_load_job_deletion(identity, loading))
+        return parts
+    if evicting is None and (until := _load_job_on_its_way(model, observed, now=now)):
+        parts.conditions.append(_wait_for_planned_load(identity))
+        parts.replan_at = until
         return parts
     profile = model.spec.cache_profile
     volume = (
@@ -160,6 +177,38 @@ def _evict(
         parts.conditions.append(
             ConditionSpec(CACHE_EVICTED, "False", "Evicting", f"Job {job} removes the files")
         )
+
+
+def _load_job_on_its_way(
+    model: Model, observed: ObservedModel, *, now: datetime
+) -> datetime | None:
+    """Until when a load Job not observed may still be created, if the Model's last plan made
+    one (its status says the files load) and no plan of its deletion has seen a load Job yet
+    (it would say ``WaitingForLoad``, and that Job's going is observed): the executor may be
+    carrying out that plan while the Model is deleted, and a loader that starts after the
+    eviction leaves its files on the shared volume. None: nothing to wait for."""
+    deleted = model.metadata.deletion_timestamp
+    loaded = condition_of(observed.previous, CACHE_LOADED) or {}
+    evicted = condition_of(observed.previous, CACHE_EVICTED) or {}
+    if (
+        deleted is None
+        or loaded.get("status") != "False"
+        or loaded.get("reason") not in _LOAD_PLANNED
+        or evicted.get("reason") == "WaitingForLoad"
+    ):
+        return None
+    until = deleted + LOAD_JOB_ON_ITS_WAY
+    return until if now < until else None
+
+
+def _wait_for_planned_load(identity: ObjectRef) -> ConditionSpec:
+    return ConditionSpec(
+        CACHE_EVICTED,
+        "False",
+        "WaitingForLoadJob",
+        f"Job {load_job(identity.name)} was made for the files and is not seen yet; it is "
+        f"deleted once seen, and the files are evicted once it and its Pods are gone",
+    )
 
 
 def _wait_for_load(identity: ObjectRef, loading: Mapping[str, Any]) -> ConditionSpec:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from kaiwo_contracts.plans import ObjectRef, PruneRule
@@ -64,6 +65,8 @@ class ModelParts:
     retired: tuple[str, ...] = ()
     """Conditions of the plan's own that no longer describe anything (``AdaptersLoaded``
     once the adapters are gone): dropped from the status rather than left as they were."""
+    replan_at: datetime | None = None
+    """When to plan the Model again though nothing it reads has changed (a wait that ends)."""
 
 
 def kept_cache(cache_profile: str | None, observed: ObservedModel) -> CacheStatus | None:

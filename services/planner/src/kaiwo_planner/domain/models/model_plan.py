@@ -40,6 +40,7 @@ decides: a rollout keeps Pods of the old spec that no plan describes any more.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -86,7 +87,16 @@ from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDIT
 REASON_INVALID_PATCH: Final = "InvalidJSONPatch"
 
 
-def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan:
+@dataclass(frozen=True, slots=True)
+class ModelPlanning:
+    """A Model's plan, and when to plan it again though nothing it reads changes (None:
+    only when something does)."""
+
+    plan: Plan
+    replan_at: datetime | None = None
+
+
+def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> ModelPlanning:
     """Everything that must be true for one valid Model (module docstring)."""
     cluster = context.cluster
     observed = _observe(model, cluster)
@@ -102,6 +112,7 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
             config_problem=problem,
             namespace=settings,
             cluster=cluster,
+            now=now,
         )
     elif lookup.config is None:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
@@ -136,7 +147,7 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         )
         if held is not None:
             parts.conditions.append(held)
-    return _plan(model, observed, parts, now=now, scale=scale)
+    return ModelPlanning(_plan(model, observed, parts, now=now, scale=scale), parts.replan_at)
 
 
 def _built(

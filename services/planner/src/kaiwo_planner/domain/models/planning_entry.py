@@ -19,7 +19,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.models.model_plan import plan_model
+from kaiwo_planner.domain.models.model_plan import ModelPlanning, plan_model
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
@@ -32,12 +32,16 @@ from kaiwo_planner.domain.status.invalid_owner import (
 )
 
 
-def plan_model_object(*, owner: Mapping[str, Any], context: PlanningContext, now: datetime) -> Plan:
+def plan_model_object(
+    *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+) -> ModelPlanning:
     """The plan of a Model given in wire form (valid or not)."""
     oversized = oversized_marker(owner)
     if oversized is not None:
-        return invalid_model_plan(
-            owner, reason=REASON_TOO_LARGE, message=oversized_message(oversized), now=now
+        return ModelPlanning(
+            invalid_model_plan(
+                owner, reason=REASON_TOO_LARGE, message=oversized_message(oversized), now=now
+            )
         )
     uid = (owner.get("metadata") or {}).get("uid")
     try:
@@ -45,14 +49,14 @@ def plan_model_object(*, owner: Mapping[str, Any], context: PlanningContext, now
             ("owner", Model, uid), (owner,), lambda: Model.model_validate(owner)
         )
     except ValidationError as error:
-        return _invalid(owner, spec_problems(owner, error), now=now)
+        return ModelPlanning(_invalid(owner, spec_problems(owner, error), now=now))
     missing = [
         Problem(f"metadata.{key}", "required field is missing")
         for key, value in (("name", model.metadata.name), ("namespace", model.metadata.namespace))
         if not value
     ]
     if missing:
-        return _invalid(owner, missing, now=now)
+        return ModelPlanning(_invalid(owner, missing, now=now))
     return plan_model(model=model, context=context, now=now)
 
 
