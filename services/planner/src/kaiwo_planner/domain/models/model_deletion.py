@@ -207,7 +207,7 @@ def _wait_for_planned_load(identity: ObjectRef) -> ConditionSpec:
         "False",
         "WaitingForLoadJob",
         f"Job {load_job(identity.name)} was made for the files and is not seen yet; it is "
-        f"deleted once seen, and the files are evicted once it and its Pods are gone",
+        "deleted once seen, and the files are evicted once it and its Pods are gone",
     )
 
 
