@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuStats,
+    allocated_gpus,
+    gpu_stats,
+    running_child_among,
+    running_child_of,
+)
+
 from tests.planning_calls import planned
-from tests.unit.planner.test_planning import NOW, TRAIN_SPEC, kaiwo_job
+from tests.unit.planner.test_planning import NOW, TRAIN_SPEC, four_eight_gpu_nodes, kaiwo_job
 
 RUNNING = {
     "status": "RUNNING",
@@ -135,3 +143,48 @@ def test_ray_switched_off_while_the_ray_job_waits_in_its_queue_takes_the_switch(
         "Applied",
         "The Job matches the workload's spec",
     )
+
+
+# ------------------------------------------------------------------ what preemption counts
+
+
+def running_ray_job_of(owner: dict[str, Any], make_node: Any) -> dict[str, Any]:
+    """The RayJob the planner made for ``owner`` (a Ray KaiwoJob) on four 8-GPU nodes, as
+    observed once Kueue let it start."""
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert plan is not None
+    [made] = [m for m in plan.desired if m["kind"] == "RayJob"]
+    return {
+        **made,
+        "metadata": {**made["metadata"], "uid": "child-uid"},
+        "spec": {**made["spec"], "suspend": False},
+        "status": {"jobDeploymentStatus": "Running"},
+    }
+
+
+def test_the_gpus_a_job_switched_off_ray_holds_are_its_running_ray_jobs(make_node) -> None:
+    """Duration and idle preemption and ``kaiwo gpus`` count what the running RayJob holds,
+    not what the batch Job the spec asks for now would: 16, not 4 pods of 16."""
+    ray_spec = {**TRAIN_SPEC, "gpus": 16, "ray": True}
+    ray_job = running_ray_job_of(kaiwo_job(ray_spec), make_node)
+    switched = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 16, "ray": False, "job": {"spec": {"parallelism": 4}}},
+        generation=2,
+        status=RUNNING,
+    )
+    cluster = four_eight_gpu_nodes(make_node, switched, ray_job)
+
+    def stats_of(vendor: str) -> GpuStats:
+        return gpu_stats(list(cluster.nodes), vendor)
+
+    running = running_child_of(cluster, switched)
+    assert running is not None and running["kind"] == "RayJob"
+    assert allocated_gpus(switched, stats_of, running_child=running) == 16
+    listed = running_child_among([ray_job], switched)
+    assert listed is not None and allocated_gpus(switched, stats_of, running_child=listed) == 16
+    # Not yet running: the RayJob waits in its queue, and the switch takes it (decision
+    # 0247): the spec's batch Job is what it will hold.
+    waiting = {**ray_job, "spec": {**ray_job["spec"], "suspend": True}}
+    assert running_child_of(four_eight_gpu_nodes(make_node, switched, waiting), switched) is None
+    assert running_child_among([waiting], switched) is None
+    assert allocated_gpus(switched, stats_of) == 64

@@ -569,7 +569,7 @@ def allocated_gpus(
         return 0
     vendor = str(spec.get("gpuVendor") or "amd")
     asked = _whole_number(spec.get("gpus"), default=0)
-    shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
+    shape = _held_shape(str(workload.get("kind") or ""), spec, running_child)
     per_replica = _whole_number(spec.get("gpusPerReplica"), default=0) or None
     allocation = allocate_workload_gpus(
         shape=shape,
@@ -593,6 +593,21 @@ def allocated_gpus(
     if groups is None:
         groups = workload_worker_groups(workload)
     return in_worker_groups(kept, groups).held_gpus
+
+
+def _held_shape(
+    kind: str, spec: Mapping[str, Any], running_child: Mapping[str, Any] | None
+) -> WorkloadShape:
+    """The shape whose GPUs a workload holds: its running child's for a KaiwoJob whose spec
+    switched between Ray and a batch Job while that child runs, and keeps running (decision
+    0247); else its spec's."""
+    if kind == "KaiwoJob" and running_child is not None:
+        match running_child.get("kind"):
+            case "RayJob":
+                return "ray"
+            case "Job":
+                return "batch-job"
+    return wire_workload_shape(kind, spec)
 
 
 def _batch_job_pods(spec: Mapping[str, Any], running_child: Mapping[str, Any] | None) -> int:
@@ -777,7 +792,12 @@ def main_child_of(cluster: ClusterState, workload: Mapping[str, Any]) -> Mapping
     if found is None:
         return None
     uid, kind, name = found
-    return cluster.child_of(uid, kind=kind, name=name)
+    child = cluster.child_of(uid, kind=kind, name=name)
+    switched = _switched_kind(workload, kind)
+    if child is None and switched is not None:
+        kept = cluster.child_of(uid, kind=switched, name=name)
+        return kept if _kept_after_a_switch(kept) else None
+    return child
 
 
 def running_child_among(
@@ -789,6 +809,8 @@ def running_child_among(
     if found is None:
         return None
     uid, kind, name = found
+    switched = _switched_kind(workload, kind)
+    kept = None
     for child in children:
         meta = _mapping(child.get("metadata"))
         owners = meta.get("ownerReferences")
@@ -797,9 +819,30 @@ def running_child_among(
             if isinstance(owners, list)
             else False
         )
-        if child.get("kind") == kind and meta.get("name") == name and owned:
+        if meta.get("name") != name or not owned:
+            continue
+        if child.get("kind") == kind:
             return child if child_runs(child) else None
-    return None
+        if child.get("kind") == switched and _kept_after_a_switch(child):
+            kept = child
+    return kept
+
+
+def _switched_kind(workload: Mapping[str, Any], kind: str) -> str | None:
+    """The other kind of main child a KaiwoJob keeps when its spec switched between Ray and a
+    batch Job while that child runs (decision 0247): the planner plans it as the kind that
+    runs. None for a KaiwoService."""
+    if workload.get("kind") != "KaiwoJob":
+        return None
+    return {"Job": "RayJob", "RayJob": "Job"}.get(kind)
+
+
+def _kept_after_a_switch(child: Mapping[str, Any] | None) -> bool:
+    """Whether a KaiwoJob's main child of the kind its spec no longer asks for is the one it
+    keeps: it runs and is not being deleted (the planner's rule, decision 0247)."""
+    if child is None or _mapping(child.get("metadata")).get("deletionTimestamp"):
+        return False
+    return child_runs(child)
 
 
 def _main_child_key(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
