@@ -1012,6 +1012,25 @@ def test_a_model_deleted_while_its_load_job_is_being_made_waits_for_it_before_ev
     assert only(late.plan, "Job") == expected("evict_job")
 
 
+def test_a_deleted_model_whose_volume_goes_too_does_not_wait_for_a_load_job() -> None:
+    # Its namespace deleted, say: the volume takes the files with it, whatever a late loader
+    # writes, so the Model's finalizer goes at once, as before decision 0290.
+    loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG, CACHE_PVC)
+    owner = model(
+        CACHED,
+        status=loading.status,
+        deletionTimestamp="2026-01-01T11:59:00Z",
+        finalizers=FINALIZED,
+    )
+    going = {**CACHE_PVC, "metadata": {**CACHE_PVC["metadata"], "deletionTimestamp": "x"}}
+
+    for volume in ((), (going,)):
+        result = planned_at(owner, CACHE_CONFIG, *volume, now=NOW)
+
+        assert result.plan is not None and result.replan_at is None
+        assert (result.plan.finalizers, desired(result.plan, "Job")) == ((), [])
+
+
 @pytest.mark.parametrize(
     "cache_loaded",
     [

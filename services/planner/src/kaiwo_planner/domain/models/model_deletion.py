@@ -84,10 +84,6 @@ def deleting_parts(
         parts.conditions.append(_wait_for_load(identity, loading))
         parts.delete.extend(_load_job_deletion(identity, loading))
         return parts
-    if evicting is None and (until := _load_job_on_its_way(model, observed, now=now)):
-        parts.conditions.append(_wait_for_planned_load(identity))
-        parts.replan_at = until
-        return parts
     profile = model.spec.cache_profile
     volume = (
         observed_cache_volume(cluster, namespace=identity.namespace or "", profile=profile)
@@ -98,6 +94,12 @@ def deleting_parts(
     if profile is None or nothing is not None:
         parts.finalizers = ()
         parts.conditions.extend(nothing or ())
+        return parts
+    # Only a volume that stays keeps what a late loader writes: one going (the namespace
+    # deleted, say) takes the files with it, and the Model need not wait.
+    if evicting is None and (until := _load_job_on_its_way(model, observed, now=now)):
+        parts.conditions.append(_wait_for_planned_load(identity))
+        parts.replan_at = until
         return parts
     _evict(
         parts,
