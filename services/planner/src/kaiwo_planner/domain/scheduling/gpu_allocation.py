@@ -792,12 +792,7 @@ def main_child_of(cluster: ClusterState, workload: Mapping[str, Any]) -> Mapping
     if found is None:
         return None
     uid, kind, name = found
-    child = cluster.child_of(uid, kind=kind, name=name)
-    switched = _switched_kind(workload, kind)
-    if child is None and switched is not None:
-        kept = cluster.child_of(uid, kind=switched, name=name)
-        return kept if _kept_after_a_switch(kept) else None
-    return child
+    return _main_among(cluster.children_of(uid), workload, kind=kind, name=name)
 
 
 def running_child_among(
@@ -809,21 +804,30 @@ def running_child_among(
     if found is None:
         return None
     uid, kind, name = found
+    owned = (child for child in children if _owned_by(child, uid))
+    child = _main_among(owned, workload, kind=kind, name=name)
+    return child if child_runs(child) else None
+
+
+def _owned_by(child: Mapping[str, Any], uid: str) -> bool:
+    owners = _mapping(child.get("metadata")).get("ownerReferences")
+    return isinstance(owners, list) and any(_mapping(owner).get("uid") == uid for owner in owners)
+
+
+def _main_among(
+    children: Iterable[Mapping[str, Any]], workload: Mapping[str, Any], *, kind: str, name: str
+) -> Mapping[str, Any] | None:
+    """The child of ``kind`` named ``name`` among a workload's ``children``; for a KaiwoJob
+    without one, its child of the other kind when that is the one it keeps (decision 0247).
+    One pass: every waiting and running workload's is looked up in each idle decision."""
     switched = _switched_kind(workload, kind)
     kept = None
     for child in children:
-        meta = _mapping(child.get("metadata"))
-        owners = meta.get("ownerReferences")
-        owned = (
-            any(_mapping(owner).get("uid") == uid for owner in owners if isinstance(owners, list))
-            if isinstance(owners, list)
-            else False
-        )
-        if meta.get("name") != name or not owned:
+        if _mapping(child.get("metadata")).get("name") != name:
             continue
         if child.get("kind") == kind:
-            return child if child_runs(child) else None
-        if child.get("kind") == switched and _kept_after_a_switch(child):
+            return child
+        if switched is not None and child.get("kind") == switched and _kept_after_a_switch(child):
             kept = child
     return kept
 
