@@ -50,6 +50,9 @@ LOAD_JOB_ON_ITS_WAY: Final = timedelta(seconds=sum(DEFAULT_BACKOFF_SECONDS) + 60
 executor retries a plan through its consumer's backoff (260 s), and the plan may wait a
 minute to reach it. A deleted Model waits that long at most for a load Job not observed."""
 
+WAITING_FOR_LOAD: Final = "WaitingForLoad"
+"""``CacheEvicted`` while the load Job seen is deleted: a plan of the deletion has seen it."""
+
 _LOAD_PLANNED: Final = frozenset({"Loading", "VolumeNotBound", "LoadingAsCreated", "Reloading"})
 """``CacheLoaded`` reasons of a plan that made (or keeps) a load Job."""
 
@@ -196,7 +199,7 @@ def _load_job_on_its_way(
         deleted is None
         or loaded.get("status") != "False"
         or loaded.get("reason") not in _LOAD_PLANNED
-        or evicted.get("reason") == "WaitingForLoad"
+        or evicted.get("reason") == WAITING_FOR_LOAD
     ):
         return None
     until = deleted + LOAD_JOB_ON_ITS_WAY
@@ -218,7 +221,7 @@ def _wait_for_load(identity: ObjectRef, loading: Mapping[str, Any]) -> Condition
     return ConditionSpec(
         CACHE_EVICTED,
         "False",
-        "WaitingForLoad",
+        WAITING_FOR_LOAD,
         f"Job {name} is being deleted; the files are evicted once it and its Pods are gone",
     )
 
