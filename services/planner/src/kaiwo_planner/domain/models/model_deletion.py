@@ -40,7 +40,12 @@ from kaiwo_planner.domain.models.model_parts import (
     pod_ref,
 )
 from kaiwo_planner.domain.models.names import cache_volume, evict_job, load_job
-from kaiwo_planner.domain.models.status import CACHE_EVICTED, CACHE_LOADED, READY
+from kaiwo_planner.domain.models.status import (
+    CACHE_EVICTED,
+    CACHE_LOADED,
+    LOAD_JOB_PLANNED,
+    READY,
+)
 from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
@@ -52,9 +57,6 @@ minute to reach it. A deleted Model waits that long at most for a load Job not o
 
 WAITING_FOR_LOAD: Final = "WaitingForLoad"
 """``CacheEvicted`` while the load Job seen is deleted: a plan of the deletion has seen it."""
-
-_LOAD_PLANNED: Final = frozenset({"Loading", "VolumeNotBound", "LoadingAsCreated", "Reloading"})
-"""``CacheLoaded`` reasons of a plan that made (or keeps) a load Job."""
 
 
 def deleting_parts(
@@ -198,7 +200,7 @@ def _load_job_on_its_way(
     if (
         deleted is None
         or loaded.get("status") != "False"
-        or loaded.get("reason") not in _LOAD_PLANNED
+        or loaded.get("reason") not in LOAD_JOB_PLANNED
         or evicted.get("reason") == WAITING_FOR_LOAD
     ):
         return None

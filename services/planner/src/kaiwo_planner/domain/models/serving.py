@@ -33,7 +33,11 @@ from kaiwo_planner.domain.models.status import (
     ADAPTERS_LOADED,
     CACHE_LOADED,
     CONFIGURED,
+    LOADING,
+    LOADING_AS_CREATED,
     READY,
+    RELOADING,
+    VOLUME_NOT_BOUND,
     CacheStatus,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -169,11 +173,11 @@ def _loading(outcome: JobOutcome, *, job: str, unbound: str | None) -> Condition
         return ConditionSpec(
             CACHE_LOADED,
             "False",
-            "VolumeNotBound",
+            VOLUME_NOT_BOUND,
             f"Job {job} loads the files once PersistentVolumeClaim {unbound} is bound; it is "
             "Pending (if it stays so, see its Events: a storage class that does not exist?)",
         )
-    return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
+    return ConditionSpec(CACHE_LOADED, "False", LOADING, f"Job {job} loads the files")
 
 
 def _waiting_for_finalizer(*, job: str) -> ConditionSpec:
@@ -193,7 +197,7 @@ def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
     return ConditionSpec(
         CACHE_LOADED,
         "False",
-        "LoadingAsCreated",
+        LOADING_AS_CREATED,
         f"Job {job} loads the files with the settings it was created with: a Job's pod "
         f"template cannot change ({_listed_paths(edited)}); delete the Job to load with the edited "
         "spec",
@@ -204,7 +208,7 @@ def _replacing(outcome: JobOutcome, *, job: str, edited: tuple[str, ...]) -> Con
     return ConditionSpec(
         CACHE_LOADED,
         "False",
-        "Reloading",
+        RELOADING,
         f"Job {job} failed ({outcome.message}) with settings the spec has changed since "
         f"({_listed_paths(edited)}): it is replaced by one made from the edited spec",
     )

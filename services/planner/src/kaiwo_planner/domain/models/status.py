@@ -47,6 +47,15 @@ CACHE_EVICTED: Final = "CacheEvicted"
 LIMITED_BY_CLUSTER_CEILING: Final = "LimitedByClusterCeiling"
 LIMITED_BY_MAX_REPLICAS: Final = "LimitedByMaxReplicas"
 
+# ``CacheLoaded`` reasons while a load Job is made or kept.
+LOADING: Final = "Loading"
+VOLUME_NOT_BOUND: Final = "VolumeNotBound"
+LOADING_AS_CREATED: Final = "LoadingAsCreated"
+RELOADING: Final = "Reloading"
+LOAD_JOB_PLANNED: Final = frozenset({LOADING, VOLUME_NOT_BOUND, LOADING_AS_CREATED, RELOADING})
+"""The ``CacheLoaded`` reasons of a plan that made (or keeps) a load Job: a deletion planned
+after it waits for that Job (decision 0290)."""
+
 EventType = Literal["Normal", "Warning"]
 
 # (condition type, status, reason) -> (Event type, Event reason); None: any reason.
@@ -54,11 +63,11 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
     {
         (CONFIGURED, "False", None): ("Warning", "NotConfigured"),
         (CONFIGURED, "True", None): ("Normal", "Configured"),
-        (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
+        (CACHE_LOADED, "False", LOADING): ("Normal", "CacheLoading"),
         (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
         # An edit that cannot reach the load Job under way (decision 0124).
-        (CACHE_LOADED, "False", "LoadingAsCreated"): ("Warning", "CacheLoadingAsCreated"),
-        (CACHE_LOADED, "False", "Reloading"): ("Normal", "CacheReloading"),
+        (CACHE_LOADED, "False", LOADING_AS_CREATED): ("Warning", "CacheLoadingAsCreated"),
+        (CACHE_LOADED, "False", RELOADING): ("Normal", "CacheReloading"),
         (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
         (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
         (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
