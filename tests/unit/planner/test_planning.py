@@ -725,6 +725,77 @@ def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
 
 
 @pytest.mark.parametrize(
+    "seen_first",
+    [
+        pytest.param("pod", id="its pod going"),
+        pytest.param("workload", id="its Kueue Workload gone"),
+    ],
+)
+def test_a_job_made_anew_stays_replaced_until_it_is_gone_whatever_is_seen_first(
+    cluster_with, seen_first
+):
+    """Decision 0291: the prune of the Job made anew deletes its pod and Kueue's Workload
+    too, and their watch events may come before the Job's own. Seen so, the Job no longer
+    waits in the gone pool; it is still the Job being replaced, and its going is the
+    operator's deletion, not someone's (no ``ChildDeleted``)."""
+    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
+    plan = planned(
+        owner=starting,
+        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+    assert plan is not None
+    replacing = condition(plan, "ChildSpecApplied")
+    going_pod = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": T_EARLIER}}
+    seen = (
+        cluster_with(starting, job, going_pod, workloads=(admitted("child-uid"),))
+        if seen_first == "pod"
+        else cluster_with(starting, job, pod)
+    )
+    replacing_owner = kaiwo_job(TRAIN_SPEC, status=plan.status)
+
+    still = planned(owner=replacing_owner, cluster=seen, now=NOW)
+
+    assert still is not None
+    assert still.desired == ()
+    assert any(rule.kind == "Job" for rule in still.prune)
+    assert condition(still, "ChildSpecApplied") == replacing
+    replaced = kaiwo_job(TRAIN_SPEC, status=still.status)
+    again = planned(owner=replaced, cluster=cluster_with(replaced), now=NOW)
+    assert again is not None
+    assert [m["kind"] for m in again.desired] == ["Job"]
+    assert [e.reason for e in again.events if e.reason == "ChildDeleted"] == []
+
+
+def test_a_job_created_since_a_replacing_status_is_not_taken_for_the_one_replaced(cluster_with):
+    """A ``Replacing`` status left behind (its successor's write was stale) does not make the
+    operator delete the new Job: the one replaced was created before the status said so
+    (decision 0291)."""
+    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
+    plan = planned(
+        owner=starting,
+        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+    assert plan is not None
+    assert condition(plan, "ChildSpecApplied")["reason"] == "Replacing"
+    new_job = copy.deepcopy(job)
+    new_job["metadata"].update(uid="new-child-uid", creationTimestamp="2026-01-01T12:00:05Z")
+    new_job["spec"]["template"]["spec"].pop("nodeSelector")
+    left_behind = kaiwo_job(TRAIN_SPEC, status=plan.status)
+
+    later = planned(
+        owner=left_behind,
+        cluster=cluster_with(left_behind, new_job, workloads=(admitted("new-child-uid"),)),
+        now=NOW + timedelta(seconds=10),
+    )
+
+    assert later is not None
+    assert [m["kind"] for m in later.desired] == ["Job"]
+    assert condition(later, "ChildSpecApplied")["reason"] != "Replacing"
+
+
+@pytest.mark.parametrize(
     "ran",
     [
         pytest.param({"status": {"active": 1, "succeeded": 1}}, id="a pod succeeded"),

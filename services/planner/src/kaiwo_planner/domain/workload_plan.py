@@ -127,6 +127,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     namespace_being_deleted,
     namespace_config,
     parse_optional_duration,
+    parse_time,
     pools_with_nodes,
     queue_config_invalid,
     recorded_gpu_taint_keys,
@@ -660,9 +661,11 @@ def _main_made_anew(
     *,
     flavors_without_models: tuple[str, ...],
 ) -> str | None:
-    """Why the main child is made anew (:func:`main_child_made_anew`), and still while the
-    child replaced is being deleted: a RayJob stays until KubeRay removes its finalizer, and
-    applying the main child meanwhile would say it matches, so that its going looked like
+    """Why the main child is made anew (:func:`main_child_made_anew`), and still for as long
+    as the child the previous status said was replaced is observed (decision 0291): a RayJob
+    stays until KubeRay removes its finalizer, and the prune's deletion of its pods and of
+    Kueue's Workload may be seen before its own, so that it no longer looks stranded.
+    Applying the main child meanwhile would say it matches, and its going would look like
     someone's deletion (``ChildDeleted``)."""
     found = main_child_made_anew(
         observed, node_pools, flavors_without_models=flavors_without_models
@@ -670,10 +673,19 @@ def _main_made_anew(
     child = observed.child
     if found is not None or child is None:
         return found
-    if not (child.get("metadata") or {}).get("deletionTimestamp"):
-        return None
     said = condition_of(previous, CHILD_SPEC_APPLIED) or {}
-    return str(said.get("message") or "") if said.get("reason") == REASON_REPLACING else None
+    if said.get("reason") != REASON_REPLACING or not _made_before(child, said):
+        return None
+    return str(said.get("message") or "")
+
+
+def _made_before(child: Mapping[str, Any], said: Mapping[str, Any]) -> bool:
+    """Whether ``child`` is the one replaced: created before the status ``said`` so. A child
+    created since is the new one (a status write that was stale can leave ``Replacing``
+    behind it), and is not deleted in turn."""
+    created = parse_time((child.get("metadata") or {}).get("creationTimestamp"))
+    decided = parse_time(said.get("lastTransitionTime"))
+    return created is None or decided is None or created <= decided
 
 
 def _child_deleted_events(
