@@ -1012,23 +1012,56 @@ def test_a_model_deleted_while_its_load_job_is_being_made_waits_for_it_before_ev
     assert only(late.plan, "Job") == expected("evict_job")
 
 
-def test_a_deleted_model_whose_volume_goes_too_does_not_wait_for_a_load_job() -> None:
-    # Its namespace deleted, say: the volume takes the files with it, whatever a late loader
-    # writes, so the Model's finalizer goes at once, as before decision 0290.
+def deleted_while_loading() -> dict[str, Any]:
+    """``CACHED`` deleted at 11:59 while its last plan said the load Job was made."""
     loading = plan_for(model(CACHED, finalizers=FINALIZED), CACHE_CONFIG, CACHE_PVC)
-    owner = model(
+    return model(
         CACHED,
         status=loading.status,
         deletionTimestamp="2026-01-01T11:59:00Z",
         finalizers=FINALIZED,
     )
-    going = {**CACHE_PVC, "metadata": {**CACHE_PVC["metadata"], "deletionTimestamp": "x"}}
 
-    for volume in ((), (going,)):
-        result = planned_at(owner, CACHE_CONFIG, *volume, now=NOW)
+
+def test_a_deleted_model_whose_volume_goes_too_does_not_wait_for_a_load_job() -> None:
+    # Its namespace deleted, say: the volume takes the files with it, whatever a late loader
+    # writes, so the Model's finalizer goes at once, as before decision 0290.
+    going = {**CACHE_PVC, "metadata": {**CACHE_PVC["metadata"], "deletionTimestamp": "x"}}
+    namespace_going = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ai", "uid": "ns-uid", "deletionTimestamp": "x"},
+    }
+
+    # The volume still seen in a Namespace being deleted goes too (and no Job can be made).
+    for objects in ((going,), (namespace_going,), (namespace_going, CACHE_PVC)):
+        result = planned_at(deleted_while_loading(), CACHE_CONFIG, *objects, now=NOW)
 
         assert result.plan is not None and result.replan_at is None
         assert (result.plan.finalizers, desired(result.plan, "Job")) == ((), [])
+
+
+def test_a_deleted_model_waits_for_its_load_job_while_its_volume_is_not_seen_or_not_bound() -> None:
+    # The plan that made the load Job applied the volume with it, and the planner may see
+    # neither yet (decision 0292); a volume whose storage class waits for the first consumer
+    # stays Pending until the loader's pod binds it. Judged "nothing to evict", the Model
+    # went, and a loader that ran then left its files on the volume, which stays.
+    pending = {**CACHE_PVC, "status": {"phase": "Pending"}}
+
+    for volume in ((), (pending,)):
+        result = planned_at(deleted_while_loading(), CACHE_CONFIG, *volume, now=NOW)
+
+        assert result.plan is not None
+        assert (result.plan.finalizers, desired(result.plan, "Job")) == (None, [])
+        assert condition(result.plan, "CacheEvicted")["reason"] == "WaitingForLoadJob"  # type: ignore[index]
+        assert result.replan_at == datetime(2026, 1, 1, 11, 59, tzinfo=UTC) + timedelta(seconds=320)
+
+    # Never seen: once the executor can no longer be making it, nothing to evict.
+    late = NOW + timedelta(seconds=300)
+    for volume in ((), (pending,)):
+        result = planned_at(deleted_while_loading(), CACHE_CONFIG, *volume, now=late)
+        assert result.plan is not None and result.replan_at is None
+        assert result.plan.finalizers == ()
 
 
 @pytest.mark.parametrize(

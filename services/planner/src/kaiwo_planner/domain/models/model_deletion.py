@@ -9,7 +9,8 @@ eviction), and only with a valid configuration's loader image (decision 0255). A
 observed is waited for before the volume is judged: the planner's view of the volume may lag
 the Job's, and "no volume" would let the Model go with its loader still writing (0275).
 A load Job the last plan made and the planner has not observed yet is waited for too, as long
-as the executor may still be making it (decision 0290).
+as the executor may still be making it (decision 0290), whatever is seen of the volume, unless
+it or its Namespace is being deleted (decision 0292).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kaiwo_planner.domain.models.status import (
     LOAD_JOB_PLANNED,
     READY,
 )
+from kaiwo_planner.domain.settings.cluster_settings import namespace_being_deleted
 from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
@@ -90,21 +92,23 @@ def deleting_parts(
         parts.delete.extend(_load_job_deletion(identity, loading))
         return parts
     profile = model.spec.cache_profile
-    volume = (
-        observed_cache_volume(cluster, namespace=identity.namespace or "", profile=profile)
-        if profile
-        else None
-    )
-    nothing = _nothing_to_evict(profile, volume)
-    if profile is None or nothing is not None:
+    if profile is None:
         parts.finalizers = ()
-        parts.conditions.extend(nothing or ())
         return parts
-    # Only a volume that stays keeps what a late loader writes: one going (the namespace
-    # deleted, say) takes the files with it, and the Model need not wait.
-    if evicting is None and (until := _load_job_on_its_way(model, observed, now=now)):
+    namespace_name = identity.namespace or ""
+    volume = observed_cache_volume(cluster, namespace=namespace_name, profile=profile)
+    going = _volume_goes(volume, cluster, namespace=namespace_name)
+    # A volume not observed may be the one the plan that made the load Job applied with it,
+    # not seen yet (another watch); one not bound yet may wait for that Job's pod to bind it
+    # (a storage class that waits for the first consumer). Either keeps a late loader's files.
+    if evicting is None and not going and (until := _load_job_on_its_way(model, observed, now=now)):
         parts.conditions.append(_wait_for_planned_load(identity))
         parts.replan_at = until
+        return parts
+    nothing = _nothing_to_evict(profile, volume, going=going)
+    if nothing is not None:
+        parts.finalizers = ()
+        parts.conditions.extend(nothing)
         return parts
     _evict(
         parts,
@@ -118,12 +122,22 @@ def deleting_parts(
     return parts
 
 
+def _volume_goes(
+    volume: Mapping[str, Any] | None, cluster: ClusterState, *, namespace: str
+) -> bool:
+    """Whether the volume takes the Model's files with it: it is being deleted, or its
+    Namespace is (the namespace controller deletes it, and no Job can be made there)."""
+    if namespace_being_deleted(cluster, namespace):
+        return True
+    return volume is not None and bool((volume.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _nothing_to_evict(
-    profile: str | None, volume: Mapping[str, Any] | None
+    profile: str, volume: Mapping[str, Any] | None, *, going: bool
 ) -> tuple[ConditionSpec, ...] | None:
-    """What to say when the Model's files cannot be on a volume (none, going, never bound);
-    None when they may be."""
-    if profile is None or volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
+    """What to say when the Model's files cannot be on a volume (none, ``going``, never
+    bound); None when they may be."""
+    if volume is None or going:
         return ()
     if never_bound(volume):
         # Upstream's issue 286: a volume that never bound (no such storage class) held the
