@@ -668,21 +668,29 @@ def started_and_stranded(
     return child, pod, kaiwo_job(spec, status={**first.status, "status": "STARTING"})
 
 
+def stranded_job_replaced(
+    cluster_with: Any,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Plan]:
+    """:func:`started_and_stranded`'s Job, pod and STARTING KaiwoJob of ``TRAIN_SPEC``, with
+    Kueue's admitted Workload, and the plan that makes the Job anew."""
+    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
+    plan = planned(
+        owner=starting,
+        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+    assert plan is not None
+    return job, pod, starting, plan
+
+
 def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
     """Decision 0183: Kueue started the Job in a pool no node is in any more (its nodes moved
     to another pool before the scheduler bound the pod), and none of its pods ran: the Job
     is pruned, to be made again, and Kueue admits the new one into a pool that has nodes.
     The plan after it makes the Job again without a ChildDeleted warning: the operator
     deleted it, not someone else."""
-    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
+    job, pod, _, plan = stranded_job_replaced(cluster_with)
 
-    plan = planned(
-        owner=starting,
-        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
-        now=NOW,
-    )
-
-    assert plan is not None
     assert plan.desired == ()
     assert any(rule.kind == "Job" for rule in plan.prune)
     told = (
@@ -738,13 +746,7 @@ def test_a_job_made_anew_stays_replaced_until_it_is_gone_whatever_is_seen_first(
     too, and their watch events may come before the Job's own. Seen so, the Job no longer
     waits in the gone pool; it is still the Job being replaced, and its going is the
     operator's deletion, not someone's (no ``ChildDeleted``)."""
-    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
-    plan = planned(
-        owner=starting,
-        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
-        now=NOW,
-    )
-    assert plan is not None
+    job, pod, starting, plan = stranded_job_replaced(cluster_with)
     replacing = condition(plan, "ChildSpecApplied")
     going_pod = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": T_EARLIER}}
     seen = (
@@ -771,13 +773,7 @@ def test_a_job_created_since_a_replacing_status_is_not_taken_for_the_one_replace
     """A ``Replacing`` status left behind (its successor's write was stale) does not make the
     operator delete the new Job: the one replaced was created before the status said so
     (decision 0291)."""
-    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
-    plan = planned(
-        owner=starting,
-        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
-        now=NOW,
-    )
-    assert plan is not None
+    job, _, _, plan = stranded_job_replaced(cluster_with)
     assert condition(plan, "ChildSpecApplied")["reason"] == "Replacing"
     new_job = copy.deepcopy(job)
     new_job["metadata"].update(uid="new-child-uid", creationTimestamp="2026-01-01T12:00:05Z")
