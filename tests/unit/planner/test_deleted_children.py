@@ -183,6 +183,38 @@ def test_a_ready_services_deleted_deployment_is_made_again_and_told(cluster_with
     )
 
 
+RAY_SERVE_SPEC = {**SERVE_SPEC, "ray": True, "image": "rayproject/ray:2.40.0"}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "replaced", "made"),
+    [
+        pytest.param(SERVE_SPEC, RAY_SERVE_SPEC, "Deployment", "AppWrapper", id="ray switched on"),
+        pytest.param(RAY_SERVE_SPEC, SERVE_SPEC, "AppWrapper", "Deployment", id="ray switched off"),
+    ],
+)
+def test_a_ready_service_whose_ray_is_switched_is_not_told_its_child_was_deleted(
+    cluster_with, before, after, replaced, made
+):
+    """Decision 0293: the service's child of the other kind is replaced by one of the kind its
+    spec asks for now; nobody deleted the new one, which does not exist yet. It said
+    ``ChildDeleted`` for it."""
+    ready = {"status": "READY", "observedGeneration": 1}
+    first_owner = kaiwo_service(before, status=ready)
+    first = planned(owner=first_owner, cluster=cluster_with(first_owner), now=NOW)
+    assert first is not None
+    (old,) = [m for m in first.desired if m["kind"] == replaced]
+    running = {**old, "metadata": {**old["metadata"], "uid": "old-child-uid"}}
+    switched = kaiwo_service(after, generation=2, status=ready)
+
+    plan = planned(owner=switched, cluster=cluster_with(switched, running), now=NOW)
+
+    assert plan is not None
+    assert (made, "chat") in kinds_and_names(plan.desired)
+    assert any(rule.kind == replaced for rule in plan.prune)
+    assert [e for e in plan.events if e.reason == "ChildDeleted"] == []
+
+
 def test_a_volume_deleted_while_the_job_runs_is_told_once(cluster_with):
     spec = {
         **TRAIN_SPEC,

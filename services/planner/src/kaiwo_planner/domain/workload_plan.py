@@ -699,9 +699,12 @@ def _child_deleted_events(
     Namespace being deleted, is never planned so far). The new child starts from the
     beginning: the pods, and whatever they had done, are lost. Once: the phase this plan
     writes is no longer one of a child that ran (decision 0139). Not when the operator
-    replaced it itself, as the previous status says (``ChildSpecApplied`` ``Replacing``)."""
+    replaced it itself, as the previous status says (``ChildSpecApplied`` ``Replacing``), nor
+    when the workload's ``ray`` was switched: its child of the other kind is still observed,
+    and that one is replaced by a child of the kind asked for now (decision 0293)."""
     if (
         observed.child is not None
+        or observed.switched_from is not None
         or children is None
         or children.main_child is None
         or previous_phase not in _PHASES_OF_A_CHILD_THAT_RAN

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
@@ -27,6 +28,11 @@ from kaiwo_planner.domain.status.conditions import condition_of, has_condition
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
 KUEUE_MANAGED_CHILDREN: frozenset[ChildKind] = frozenset({"Job", "RayJob", "AppWrapper"})
+
+_SWITCHED_FROM: Final[Mapping[ChildKind, ChildKind]] = MappingProxyType(
+    {"Job": "RayJob", "RayJob": "Job", "Deployment": "AppWrapper", "AppWrapper": "Deployment"}
+)
+"""The main child a workload had before its ``ray`` was switched, by the kind it asks for now."""
 """Main children Kueue admits whole, through one Workload it owns by the child's name (a
 Deployment's pods have one each, owned by the pod)."""
 
@@ -46,6 +52,8 @@ class ObservedChildren:
     ``earlier_kueue_workloads``: while the main child is missing, the Kueue Workloads still
     observed of an earlier child of its kind and name (deleted by someone, not yet removed
     by the garbage collector); Kueue would take one for a new child of that name (0139).
+    ``switched_from``: while the main child is missing, the workload's main child of the
+    other kind, still observed: its ``ray`` was switched, and that child is replaced.
     """
 
     child_kind: ChildKind
@@ -57,6 +65,7 @@ class ObservedChildren:
     pvcs: tuple[Mapping[str, Any], ...] = ()
     pods: tuple[Mapping[str, Any], ...] = ()
     earlier_kueue_workloads: tuple[Mapping[str, Any], ...] = ()
+    switched_from: Mapping[str, Any] | None = None
 
     @property
     def run_times(self) -> ChildRunTimes:
@@ -132,10 +141,16 @@ def observe_children(
     earlier: tuple[Mapping[str, Any], ...] = ()
     if child is None and child_kind in KUEUE_MANAGED_CHILDREN:
         earlier = cluster.kueue_workloads_of_job_named(namespace, child_kind, main_child_name(name))
+    switched_from = (
+        cluster.child_of(owner_uid, kind=_SWITCHED_FROM[child_kind], name=main_child_name(name))
+        if child is None
+        else None
+    )
     return ObservedChildren(
         child_kind=child_kind,
         child=child,
         earlier_kueue_workloads=earlier,
+        switched_from=switched_from,
         ray_service=ray_service,
         kueue_workloads=workloads,
         downloads_configured=downloads_configured,
