@@ -589,6 +589,34 @@ def test_a_waiting_ray_services_app_wrapper_is_replaced_to_take_an_edit(cluster_
     ]
 
 
+def test_a_waiting_app_wrapper_whose_edit_is_undone_before_its_replacement_is_kept(
+    cluster_with,
+):
+    """Decision 0291 carries a replacement over only within the generation that decided it:
+    an edit undone at once (the executor refuses the plan that replaced the waiting
+    AppWrapper, its spec no longer the owner's) leaves the AppWrapper as it is, in its
+    place in the queue."""
+    spec = {"image": "rayproject/ray:2.40.0", "ray": True, "gpus": 0, "clusterQueue": "kaiwo"}
+    first = planned(owner=kaiwo_service(spec), cluster=cluster_with(kaiwo_service(spec)), now=NOW)
+    assert first is not None
+    (observed,) = copy.deepcopy([m for m in first.desired if m["kind"] == "AppWrapper"])
+    observed["metadata"]["uid"] = "wrapper-uid"
+    observed["spec"]["suspend"] = True
+    edited = kaiwo_service(
+        {**spec, "image": "rayproject/ray:2.41.0"}, generation=2, status=first.status
+    )
+    replacing = planned(owner=edited, cluster=cluster_with(edited, observed), now=NOW)
+    assert replacing is not None
+    assert condition(replacing, "ChildSpecApplied")["reason"] == "Replacing"
+    undone = kaiwo_service(spec, generation=3, status=replacing.status)
+
+    plan = planned(owner=undone, cluster=cluster_with(undone, observed), now=NOW)
+
+    assert plan is not None
+    assert [m["kind"] for m in plan.desired if m["kind"] == "AppWrapper"] == ["AppWrapper"]
+    assert condition(plan, "ChildSpecApplied")["reason"] == "Applied"
+
+
 def test_a_job_kueue_admitted_but_still_observed_suspended_is_not_replaced(cluster_with):
     """Kueue admits the Workload before it unsuspends the Job: a Job observed suspended beside
     an admitted Workload is starting, and keeps its template (decision 0129)."""

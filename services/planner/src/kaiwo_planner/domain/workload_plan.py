@@ -359,7 +359,11 @@ def plan_workload(
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
             main_made_anew=_main_made_anew(
-                observed, previous, node_pools, flavors_without_models=without_models
+                observed,
+                previous,
+                node_pools,
+                flavors_without_models=without_models,
+                generation=generation,
             ),
             gpu_model_flavors=model_flavors,
             admitted_without_models=bool(without_models),
@@ -660,13 +664,16 @@ def _main_made_anew(
     node_pools: frozenset[str],
     *,
     flavors_without_models: tuple[str, ...],
+    generation: int,
 ) -> str | None:
     """Why the main child is made anew (:func:`main_child_made_anew`), and still for as long
     as the child the previous status said was replaced is observed (decision 0291): a RayJob
     stays until KubeRay removes its finalizer, and the prune's deletion of its pods and of
     Kueue's Workload may be seen before its own, so that it no longer looks stranded.
     Applying the main child meanwhile would say it matches, and its going would look like
-    someone's deletion (``ChildDeleted``)."""
+    someone's deletion (``ChildDeleted``). A child not being deleted yet, only within the
+    spec's ``generation`` that said so: an edit since (one undone, say) is planned from the
+    spec, as the executor refuses the replacing plan of a spec no longer the owner's."""
     found = main_child_made_anew(
         observed, node_pools, flavors_without_models=flavors_without_models
     )
@@ -675,6 +682,9 @@ def _main_made_anew(
         return found
     said = condition_of(previous, CHILD_SPEC_APPLIED) or {}
     if said.get("reason") != REASON_REPLACING or not _made_before(child, said):
+        return None
+    going = bool((child.get("metadata") or {}).get("deletionTimestamp"))
+    if not going and said.get("observedGeneration") != generation:
         return None
     return str(said.get("message") or "")
 
