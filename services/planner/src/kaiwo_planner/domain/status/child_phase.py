@@ -28,13 +28,13 @@ from kaiwo_planner.domain.status.conditions import condition_of, has_condition
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
 KUEUE_MANAGED_CHILDREN: frozenset[ChildKind] = frozenset({"Job", "RayJob", "AppWrapper"})
+"""Main children Kueue admits whole, through one Workload it owns by the child's name (a
+Deployment's pods have one each, owned by the pod)."""
 
 _SWITCHED_FROM: Final[Mapping[ChildKind, ChildKind]] = MappingProxyType(
     {"Job": "RayJob", "RayJob": "Job", "Deployment": "AppWrapper", "AppWrapper": "Deployment"}
 )
 """The main child a workload had before its ``ray`` was switched, by the kind it asks for now."""
-"""Main children Kueue admits whole, through one Workload it owns by the child's name (a
-Deployment's pods have one each, owned by the pod)."""
 
 
 @dataclass(frozen=True, slots=True)
