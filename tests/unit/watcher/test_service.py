@@ -737,3 +737,67 @@ async def test_a_watcher_killed_between_interval_checkpoints_loses_nothing_and_d
         f"{uid_of(while_down)}:{rv_of(while_down)}",
     }
     assert counter(second, "kaiwo_watcher_relists_total", kind="KaiwoJob") == 0.0
+
+
+async def test_a_first_list_publishes_the_clusters_settings_before_any_workload(kit):
+    """Decision 0294: the planner reads the bus in order and plans each workload as it comes.
+    Listed all at once, a KaiwoJob came before the KaiwoConfig and the Nodes, and was
+    planned from the defaults that stand in for a configuration not seen yet."""
+    cluster = kit.cluster
+    for index in range(40):
+        cluster.put(resources.NODE, {"metadata": {"name": f"node-{index}"}})
+    cluster.put(resources.KAIWO_CONFIG, {"metadata": {"name": "kaiwo"}, "spec": {}})
+    cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    service = kit.service()
+
+    async with kit.running(service):
+        pass
+
+    kinds = [event.data.kind for event in kit.all_events()]
+    first_workload = kinds.index("KaiwoJob")
+    assert {"Node", "KaiwoConfig", "Namespace"} <= set(kinds[:first_workload])
+    assert kinds.count("Node") == 40
+    assert "Node" not in kinds[first_workload:]
+
+
+async def test_a_settings_stream_that_cannot_list_holds_the_others_only_so_long(kit):
+    """A settings kind the watcher may not list must not stop it: the other streams start
+    after ``settings_first_wait`` (decision 0294)."""
+    cluster = kit.cluster
+    job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    never_listed = WatchTarget(resource=resources.NODE, settings=True)
+    refusing = RefusesToList(cluster.kube, refused=resources.NODE)
+    service = WatcherService(
+        refusing,
+        kit.bus(),
+        kv=MemoryKeyValue(),
+        clock=lambda: datetime(2026, 3, 1, tzinfo=UTC),
+        watch_list=(never_listed, WatchTarget(resource=KAIWO_JOB, workload=True)),
+        tuning=WatcherTuning(
+            watch_timeout=30, backoff_initial=0.05, backoff_max=0.2, settings_first_wait=0.3
+        ),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+        assert not service.progress["nodes"].synced
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+class RefusesToList:
+    """The cluster's reader, but every list of ``refused`` fails (no right to read it)."""
+
+    def __init__(self, kube: Any, *, refused: Any) -> None:
+        self._kube = kube
+        self._refused = refused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    async def list(self, resource: Any, **options: Any) -> Any:
+        if resource == self._refused:
+            raise OSError("forbidden")
+        return await self._kube.list(resource, **options)

@@ -23,6 +23,9 @@ class WatcherTuning:
     """A stream whose publish has kept failing this long is stuck: readiness fails."""
     reobserve_interval: float = 5.0
     """An object the executor asks to observe again is read at most this often."""
+    settings_first_wait: float = 30.0
+    """How long the other streams wait for the settings streams' first list (decision 0294);
+    then they start anyway: a settings stream that cannot list must not stop the watcher."""
 
 
 @dataclass(slots=True)

@@ -1,6 +1,10 @@
 """The watcher: list and watch each resource type, publish every observed object version.
 
-One task per watch stream (resource type, and namespace when the watcher is limited to some):
+One task per watch stream (resource type, and namespace when the watcher is limited to some).
+The streams of the cluster's settings (``WatchTarget.settings``: the configuration kinds,
+queues, priorities, Nodes, Namespaces, Gateways) start first; the others once each of those
+has listed, resumed or is not served, or after ``settings_first_wait`` (decision 0294). So on
+a first list the planner sees the settings before any workload it would plan from them.
 
 1. Read the checkpoint (:mod:`kaiwo_watcher.watch_state`). With one, watch from it; without
    one, LIST, publish every item as ``SYNC``, publish an inferred ``DELETED`` for each known
@@ -40,7 +44,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from kaiwo_contracts.events.observed import WatchEventType
@@ -69,6 +73,9 @@ from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream, watch_streams
 
 log = structlog.get_logger("kaiwo.watcher")
+
+SETTINGS_POLL_SECONDS: Final = 0.02
+"""How often the first list of the settings streams is checked (decision 0294)."""
 
 
 class StreamsStuckError(RuntimeError):
@@ -170,13 +177,13 @@ class WatcherService:
             pause_seconds=self._tuning.backoff_initial,
         ):
             return
-        tasks = [
-            asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
-            for stream in self.streams
-        ]
+        settings = [stream for stream in self.streams if stream.target.settings]
+        tasks = [self._following(stream) for stream in settings]
         if self._tuning.checkpoint_every > 0:
             tasks.append(asyncio.create_task(self._flush_checkpoints(), name="checkpoints"))
         try:
+            await self._until_listed(settings, stop)
+            tasks += [self._following(s) for s in self.streams if not s.target.settings]
             await stop.wait()
         finally:
             for task in tasks:
@@ -186,6 +193,27 @@ class WatcherService:
                 await self._state.flush()
             except Exception as error:  # stopping: the next start resumes a little earlier
                 log.warning("final checkpoint failed", error=str(error))
+
+    def _following(self, stream: WatchStream) -> asyncio.Task[None]:
+        return asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
+
+    async def _until_listed(self, streams: list[WatchStream], stop: asyncio.Event) -> None:
+        """Wait until each of ``streams`` has listed (or resumed from its checkpoint, or its
+        kind is not served), ``stop`` is set, or ``settings_first_wait`` has passed (decision
+        0294): the planner, which reads the bus in order, then sees the cluster's settings
+        before any workload on a first list, and plans none from the defaults that stand in
+        for a configuration not observed yet."""
+        progress = [self.progress[stream.key] for stream in streams]
+        deadline = time.monotonic() + self._tuning.settings_first_wait
+        while not all(p.synced or p.missing for p in progress):
+            if time.monotonic() >= deadline:
+                waiting = [s.key for s, p in zip(streams, progress, strict=True) if not p.synced]
+                log.warning("settings not listed in time; following every stream", streams=waiting)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SETTINGS_POLL_SECONDS)
+            if stop.is_set():
+                return
 
     async def _flush_checkpoints(self) -> None:
         """Write checkpoints held back by the interval, so a quiet stream's is not left behind."""

@@ -105,6 +105,9 @@ class WatchTarget:
     limited to. ``stream``: names a second target of the same resource (its checkpoint key).
     ``accept``: of the objects the selector lets through, those to publish (None: all); the
     API server cannot select on what it decides (a pod spec's resources).
+    ``settings``: what planning reads of the cluster as a whole (configuration, queues,
+    priorities, Nodes, Namespaces, Gateways), listed before the other streams start
+    (decision 0294).
     """
 
     resource: ResourceType
@@ -114,18 +117,28 @@ class WatchTarget:
     namespace: str | None = None
     stream: str = ""
     accept: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
+    settings: bool = False
 
     @property
     def kind(self) -> str:
         return self.resource.kind
 
 
+SETTINGS_KINDS: frozenset[str] = frozenset(
+    {"KaiwoConfig", "AIMNamespaceConfig", "KaiwoQueueConfig"}
+)
+"""The served kinds that configure the others rather than run anything."""
+
+
 def served_targets() -> tuple[WatchTarget, ...]:
     """One target per served kind, in the registry's order."""
-    return tuple(
-        WatchTarget(resource=ResourceType.from_crd_info(crd_info(model)), workload=True)
-        for model in SERVED_KINDS
-    )
+    targets = []
+    for model in SERVED_KINDS:
+        resource = ResourceType.from_crd_info(crd_info(model))
+        targets.append(
+            WatchTarget(resource=resource, workload=True, settings=resource.kind in SETTINGS_KINDS)
+        )
+    return tuple(targets)
 
 
 CHILD_RESOURCES: tuple[ResourceType, ...] = (
@@ -210,6 +223,7 @@ def default_watch_list(
             label_selector=MODELS_CONFIG_SELECTOR,
             namespace=operator_namespace,
             stream="system-config",
+            settings=True,
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD),
         *(
@@ -218,19 +232,29 @@ def default_watch_list(
         ),
         # Everyone else's queues (module docstring); Kaiwo's own come above.
         *(
-            WatchTarget(resource=r, label_selector=NOT_MANAGED_SELECTOR, stream=USERS_QUEUES_STREAM)
+            WatchTarget(
+                resource=r,
+                label_selector=NOT_MANAGED_SELECTOR,
+                stream=USERS_QUEUES_STREAM,
+                settings=True,
+            )
             for r in (
                 resources.KUEUE_LOCAL_QUEUE,
                 resources.KUEUE_CLUSTER_QUEUE,
                 resources.KUEUE_RESOURCE_FLAVOR,
             )
         ),
-        WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
-        WatchTarget(resource=resources.KUEUE_COHORT),
-        WatchTarget(resource=resources.GATEWAY),
-        WatchTarget(resource=resources.NODE),
-        WatchTarget(resource=resources.NAMESPACE),
-        WatchTarget(resource=resources.PRIORITY_CLASS),
+        *(
+            WatchTarget(resource=r, settings=True)
+            for r in (
+                resources.KUEUE_WORKLOAD_PRIORITY_CLASS,
+                resources.KUEUE_COHORT,
+                resources.GATEWAY,
+                resources.NODE,
+                resources.NAMESPACE,
+                resources.PRIORITY_CLASS,
+            )
+        ),
         *gpu_root_targets(),
     )
 
