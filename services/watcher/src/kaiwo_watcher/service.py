@@ -131,7 +131,7 @@ class WatcherService:
     @property
     def ready(self) -> bool:
         """Every stream has listed (or resumed from its checkpoint), or its kind is missing."""
-        return self._loaded and all(p.synced or p.missing for p in self.progress.values())
+        return self._loaded and all(self._listed(stream) for stream in self.streams)
 
     def stuck_streams(self) -> dict[str, float]:
         """Streams whose publish has kept failing longer than ``stuck_after``: key -> seconds."""
@@ -182,9 +182,9 @@ class WatcherService:
         if self._tuning.checkpoint_every > 0:
             tasks.append(asyncio.create_task(self._flush_checkpoints(), name="checkpoints"))
         try:
-            await self._until_listed(settings, stop)
-            tasks += [self._following(s) for s in self.streams if not s.target.settings]
-            await stop.wait()
+            if await self._until_listed(settings, stop):
+                tasks += [self._following(s) for s in self.streams if not s.target.settings]
+                await stop.wait()
         finally:
             for task in tasks:
                 task.cancel()
@@ -197,23 +197,26 @@ class WatcherService:
     def _following(self, stream: WatchStream) -> asyncio.Task[None]:
         return asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
 
-    async def _until_listed(self, streams: list[WatchStream], stop: asyncio.Event) -> None:
+    async def _until_listed(self, streams: list[WatchStream], stop: asyncio.Event) -> bool:
         """Wait until each of ``streams`` has listed (or resumed from its checkpoint, or its
-        kind is not served), ``stop`` is set, or ``settings_first_wait`` has passed (decision
-        0294): the planner, which reads the bus in order, then sees the cluster's settings
-        before any workload on a first list, and plans none from the defaults that stand in
-        for a configuration not observed yet."""
-        progress = [self.progress[stream.key] for stream in streams]
+        kind is not served), or ``settings_first_wait`` has passed (decision 0294): the
+        planner, which reads the bus in order, then sees the cluster's settings before any
+        workload on a first list, and plans none from the defaults that stand in for a
+        configuration not observed yet. False: ``stop`` was set meanwhile."""
         deadline = time.monotonic() + self._tuning.settings_first_wait
-        while not all(p.synced or p.missing for p in progress):
+        while waiting := [s.key for s in streams if not self._listed(s)]:
             if time.monotonic() >= deadline:
-                waiting = [s.key for s, p in zip(streams, progress, strict=True) if not p.synced]
                 log.warning("settings not listed in time; following every stream", streams=waiting)
-                return
+                return True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), SETTINGS_POLL_SECONDS)
             if stop.is_set():
-                return
+                return False
+        return True
+
+    def _listed(self, stream: WatchStream) -> bool:
+        progress = self.progress[stream.key]
+        return progress.synced or progress.missing
 
     async def _flush_checkpoints(self) -> None:
         """Write checkpoints held back by the interval, so a quiet stream's is not left behind."""
