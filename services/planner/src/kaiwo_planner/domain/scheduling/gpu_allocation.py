@@ -88,6 +88,7 @@ from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import owner_uids
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, parse_quantity
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.child_phase import OTHER_MAIN_KIND
 
 
 @dataclass(frozen=True, slots=True)
@@ -838,7 +839,7 @@ def _switched_kind(workload: Mapping[str, Any], kind: str) -> str | None:
     runs. None for a KaiwoService."""
     if workload.get("kind") != "KaiwoJob":
         return None
-    return {"Job": "RayJob", "RayJob": "Job"}.get(kind)
+    return OTHER_MAIN_KIND.get(kind)
 
 
 def _kept_after_a_switch(child: Mapping[str, Any] | None) -> bool:

@@ -31,10 +31,10 @@ KUEUE_MANAGED_CHILDREN: frozenset[ChildKind] = frozenset({"Job", "RayJob", "AppW
 """Main children Kueue admits whole, through one Workload it owns by the child's name (a
 Deployment's pods have one each, owned by the pod)."""
 
-_SWITCHED_FROM: Final[Mapping[ChildKind, ChildKind]] = MappingProxyType(
+OTHER_MAIN_KIND: Final[Mapping[str, ChildKind]] = MappingProxyType(
     {"Job": "RayJob", "RayJob": "Job", "Deployment": "AppWrapper", "AppWrapper": "Deployment"}
 )
-"""The main child a workload had before its ``ray`` was switched, by the kind it asks for now."""
+"""The kind of main child a workload's ``ray`` switches to or from, by the other kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,7 @@ def observe_children(
     if child is None and child_kind in KUEUE_MANAGED_CHILDREN:
         earlier = cluster.kueue_workloads_of_job_named(namespace, child_kind, main_child_name(name))
     switched_from = (
-        cluster.child_of(owner_uid, kind=_SWITCHED_FROM[child_kind], name=main_child_name(name))
+        cluster.child_of(owner_uid, kind=OTHER_MAIN_KIND[child_kind], name=main_child_name(name))
         if child is None
         else None
     )
