@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -771,11 +772,9 @@ async def test_a_settings_stream_that_cannot_list_holds_the_others_only_so_long(
         refusing,
         kit.bus(),
         kv=MemoryKeyValue(),
-        clock=lambda: datetime(2026, 3, 1, tzinfo=UTC),
+        clock=lambda: NOW,
         watch_list=(never_listed, WatchTarget(resource=KAIWO_JOB, workload=True)),
-        tuning=WatcherTuning(
-            watch_timeout=30, backoff_initial=0.05, backoff_max=0.2, settings_first_wait=0.3
-        ),
+        tuning=dataclasses.replace(FAST_TUNING, settings_first_wait=0.3),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
